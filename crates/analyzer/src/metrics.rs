@@ -1,0 +1,203 @@
+//! Pantheon's metrics, computed with Polars (definitions: `DESIGN.md`, reference
+//! `pantheon.md` §4.3, i.e. `tunnel_graph.py`):
+//!
+//! - **average throughput** of a flow = bits departed ÷ (last − first departure time), Mbit/s;
+//!   no warm-up trimming;
+//! - **one-way delay** of a packet = departure time − arrival time (matched on the UID), ms;
+//!   the figure is the 95th percentile with "nearest" interpolation, index round(0.95·(n−1)) of
+//!   the sorted delays (numpy's `interpolation='nearest'`, except that an exact .5 rounds away
+//!   from zero here and to even there);
+//! - **loss rate** = 1 − bytes departed ÷ bytes arrived (byte-weighted);
+//! - the **total** uses every packet of the run, through the same code with all flows merged.
+
+use std::collections::BTreeMap;
+
+use polars::prelude::*;
+use serde::Serialize;
+
+/// Metrics of one flow, or of all flows of a run together.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FlowStats {
+    /// Average throughput, Mbit/s.
+    pub tput_mbps: f64,
+    /// 95th-percentile one-way delay, ms (None when no packet was matched).
+    pub p95_delay_ms: Option<f64>,
+    /// Smallest one-way delay, ms (the path's propagation delay, roughly).
+    pub min_delay_ms: Option<f64>,
+    /// Loss rate, fraction 0–1.
+    pub loss: f64,
+    /// Packets that entered the path.
+    pub arrived: u64,
+    /// Packets that left it.
+    pub departed: u64,
+    /// First → last departure, ms.
+    pub duration_ms: f64,
+    /// Packets with a negative one-way delay (a clock problem; counted, never hidden).
+    pub negative_delays: u64,
+}
+
+/// Metrics of one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunStats {
+    /// All flows together.
+    pub total: FlowStats,
+    /// Per flow id.
+    pub flows: BTreeMap<u32, FlowStats>,
+}
+
+/// Computes [`RunStats`] from arrival and departure frames (columns `flow`, `uid`, `t_ms`,
+/// `size`).
+pub fn run_stats(arrivals: &DataFrame, departures: &DataFrame) -> PolarsResult<RunStats> {
+    let flows = grouped_stats(arrivals.clone().lazy(), departures.clone().lazy())?;
+    let all = |df: &DataFrame| df.clone().lazy().with_column(lit(0u32).alias("flow"));
+    let total = grouped_stats(all(arrivals), all(departures))?
+        .remove(&0)
+        .unwrap_or(FlowStats {
+            tput_mbps: 0.0,
+            p95_delay_ms: None,
+            min_delay_ms: None,
+            loss: if arrivals.height() > 0 { 1.0 } else { 0.0 },
+            arrived: 0,
+            departed: 0,
+            duration_ms: 0.0,
+            negative_delays: 0,
+        });
+    Ok(RunStats { total, flows })
+}
+
+/// Metrics per value of the `flow` column.
+fn grouped_stats(arr: LazyFrame, dep: LazyFrame) -> PolarsResult<BTreeMap<u32, FlowStats>> {
+    let f = |e: Expr| e.cast(DataType::Float64);
+    let arr_agg = arr.clone().group_by([col("flow")]).agg([
+        f(col("size").sum()).alias("arr_bytes"),
+        f(len()).alias("arrived"),
+    ]);
+    let dep_agg = dep.clone().group_by([col("flow")]).agg([
+        f(col("size").sum()).alias("dep_bytes"),
+        f(len()).alias("departed"),
+        (col("t_ms").max() - col("t_ms").min()).alias("duration_ms"),
+    ]);
+    let sent = arr.select([col("flow"), col("uid"), col("t_ms").alias("t_sent")]);
+    let delays = dep
+        .join(
+            sent,
+            [col("flow"), col("uid")],
+            [col("flow"), col("uid")],
+            JoinArgs::new(JoinType::Inner),
+        )
+        .with_column((col("t_ms") - col("t_sent")).alias("delay"))
+        .group_by([col("flow")])
+        .agg([
+            col("delay")
+                .quantile(lit(0.95), QuantileMethod::Nearest)
+                .alias("p95"),
+            col("delay").min().alias("min_delay"),
+            f(col("delay").lt(lit(0.0)).sum()).alias("negative"),
+        ]);
+    let outer = || JoinArgs::new(JoinType::Full).with_coalesce(JoinCoalesce::CoalesceColumns);
+    let table = arr_agg
+        .join(dep_agg, [col("flow")], [col("flow")], outer())
+        .join(delays, [col("flow")], [col("flow")], outer())
+        .collect()?;
+
+    let get = |name: &str| -> PolarsResult<Vec<Option<f64>>> {
+        let c = table.column(name)?.f64()?;
+        Ok((0..c.len()).map(|i| c.get(i)).collect())
+    };
+    let flow_col = table.column("flow")?.cast(&DataType::UInt32)?;
+    let flow_col = flow_col.u32()?;
+    let flow_ids: Vec<Option<u32>> = (0..flow_col.len()).map(|i| flow_col.get(i)).collect();
+    let (arr_bytes, arrived) = (get("arr_bytes")?, get("arrived")?);
+    let (dep_bytes, departed, duration) =
+        (get("dep_bytes")?, get("departed")?, get("duration_ms")?);
+    let (p95, min_delay, negative) = (get("p95")?, get("min_delay")?, get("negative")?);
+
+    let mut out = BTreeMap::new();
+    for i in 0..table.height() {
+        let Some(flow) = flow_ids[i] else { continue };
+        let (ab, db) = (arr_bytes[i].unwrap_or(0.0), dep_bytes[i].unwrap_or(0.0));
+        let duration_ms = duration[i].unwrap_or(0.0);
+        out.insert(
+            flow,
+            FlowStats {
+                tput_mbps: throughput_mbps(db, duration_ms),
+                p95_delay_ms: p95[i],
+                min_delay_ms: min_delay[i],
+                loss: if ab > 0.0 {
+                    (1.0 - db / ab).max(0.0)
+                } else {
+                    0.0
+                },
+                arrived: arrived[i].unwrap_or(0.0) as u64,
+                departed: departed[i].unwrap_or(0.0) as u64,
+                duration_ms,
+                negative_delays: negative[i].unwrap_or(0.0) as u64,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Mbit/s of `bytes` departed over `duration_ms` (0 for an empty window, as Pantheon).
+pub fn throughput_mbps(bytes: f64, duration_ms: f64) -> f64 {
+    if duration_ms > 0.0 {
+        bytes * 8.0 / (1000.0 * duration_ms)
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::packets_frame;
+
+    #[test]
+    fn pantheon_definitions_on_a_tiny_run() {
+        // Flow 1: 4 packets of 1500 B sent at 0,1,2,3 ms; uid 2 lost; others take 10,20,30 ms.
+        // Flow 2: 2 packets of 100 B sent at 0 and 5, both received after 1 ms.
+        let arrivals = packets_frame(
+            vec![1, 1, 1, 1, 2, 2],
+            vec![0, 1, 2, 3, 0, 1],
+            vec![0.0, 1.0, 2.0, 3.0, 0.0, 5.0],
+            vec![1500, 1500, 1500, 1500, 100, 100],
+        )
+        .unwrap();
+        let departures = packets_frame(
+            vec![1, 1, 1, 2, 2],
+            vec![0, 1, 3, 0, 1],
+            vec![10.0, 21.0, 33.0, 1.0, 6.0],
+            vec![1500, 1500, 1500, 100, 100],
+        )
+        .unwrap();
+        let s = run_stats(&arrivals, &departures).unwrap();
+        let f1 = s.flows[&1];
+        // 3 × 1500 B × 8 over 23 ms.
+        assert!((f1.tput_mbps - 36_000.0 / 23_000.0).abs() < 1e-12);
+        assert_eq!(f1.loss, 0.25);
+        // Delays 10, 20, 30: nearest index round(0.95·2) = 2 → 30.
+        assert_eq!(f1.p95_delay_ms, Some(30.0));
+        assert_eq!(f1.min_delay_ms, Some(10.0));
+        let f2 = s.flows[&2];
+        assert_eq!(f2.loss, 0.0);
+        assert!((f2.tput_mbps - 1600.0 / 5000.0).abs() < 1e-12);
+        // Total: all departures over 1 → 33 ms; delays {10,20,30,1,1} → sorted
+        // [1,1,10,20,30], index round(0.95·4) = 4 → 30.
+        assert!((s.total.tput_mbps - 4700.0 * 8.0 / 32_000.0).abs() < 1e-12);
+        assert_eq!(s.total.p95_delay_ms, Some(30.0));
+        assert!((s.total.loss - 1500.0 / 6200.0).abs() < 1e-12);
+        assert_eq!((s.total.arrived, s.total.departed), (6, 5));
+        assert_eq!(s.total.negative_delays, 0);
+    }
+
+    #[test]
+    fn no_departures_is_total_loss() {
+        let arrivals = packets_frame(vec![1], vec![0], vec![0.0], vec![1500]).unwrap();
+        let departures = packets_frame(vec![], vec![], vec![], vec![]).unwrap();
+        let s = run_stats(&arrivals, &departures).unwrap();
+        assert_eq!(s.flows[&1].loss, 1.0);
+        assert_eq!(s.flows[&1].tput_mbps, 0.0);
+        assert_eq!(s.total.loss, 1.0);
+        assert_eq!(s.total.p95_delay_ms, None);
+    }
+}

@@ -1,0 +1,37 @@
+//! A Mahimahi-compatible link emulator (and, later, Bayesian calibration of its parameters).
+//!
+//! # Brief overview
+//!
+//! Pantheon runs every local experiment inside Mahimahi shells: `mm-delay` (fixed one-way
+//! delay), `mm-loss` (i.i.d. loss, one direction per shell) and `mm-link` (a trace of delivery
+//! opportunities serving a queue). This crate reproduces their semantics
+//! (`reference/mahimahi.md`) as sans-IO stages on a nanosecond clock, and runs them between two
+//! network namespaces with one ferry thread per direction.
+//!
+//! - [`trace`]: trace files (`1 2 3 4 6` = 10 Mbit/s) and the constant-rate generator.
+//! - [`queue`]: `infinite` and `droptail` (`packets=`/`bytes=`), byte counts with Mahimahi's
+//!   4-byte header.
+//! - [`stage`]: link, delay and loss stages and the [`stage::Pipeline`] of one direction.
+//! - [`mm`]: Pantheon's `--prepend-mm-cmds`/`--extra-mm-link-args` strings → [`mm::EmulatedPath`].
+//! - [`runtime`]: TUN devices + ferry threads.
+//!
+//! ```
+//! use pantheon_emucal::{queue::QueueSpec, stage::{AnyStage, LinkStage, Pipeline, MS}, trace::Trace};
+//! // 12 Mbit/s: one 1500-byte opportunity per ms.
+//! let link = LinkStage::new(&Trace::constant_rate(12.0).unwrap(), QueueSpec::Infinite);
+//! let mut p = Pipeline::new(vec![AnyStage::Link(link)]);
+//! p.push(0, vec![0u8; 1500]);
+//! p.push(0, vec![0u8; 1500]);
+//! p.advance(2 * MS);
+//! assert_eq!(p.pop().unwrap().0, 1 * MS);
+//! assert_eq!(p.pop().unwrap().0, 2 * MS);
+//! ```
+
+pub mod mm;
+pub mod queue;
+pub mod runtime;
+pub mod stage;
+pub mod trace;
+
+/// A packet in flight through the emulator: the IP datagram's bytes.
+pub type Packet = Vec<u8>;

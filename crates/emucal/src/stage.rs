@@ -1,0 +1,487 @@
+//! The stages a packet crosses in one direction of an emulated path, each a sans-IO state
+//! machine on a nanosecond clock that the caller advances:
+//!
+//! - [`LinkStage`]: `mm-link`'s trace-driven bottleneck with its queue;
+//! - [`DelayStage`]: `mm-delay`'s fixed one-way delay;
+//! - [`LossStage`]: `mm-loss`'s i.i.d. Bernoulli loss.
+//!
+//! Every stage receives packets with the (virtual) time at which they reach it, in
+//! non-decreasing order, and hands packets on with the time at which they leave it, so a chain
+//! of stages computes exact departure times whatever the I/O shell's wake-up latency.
+
+use std::collections::VecDeque;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::queue::{PacketQueue, QueueSpec, TUN_HEADER};
+use crate::trace::Trace;
+use crate::Packet;
+
+/// ns per ms.
+pub const MS: u64 = 1_000_000;
+/// Bytes one delivery opportunity carries (1500-byte IP packet + 4-byte TUN header).
+pub const OPPORTUNITY_BYTES: usize = 1504;
+
+/// `mm-link`: delivery opportunities from a trace serve the queue byte by byte.
+///
+/// Semantics (Mahimahi `link_queue.cc`, `mahimahi.md` §2.4): opportunity *i* of period *k* is
+/// at `k·period + trace[i]` ms after the link's start and carries 1504 bytes. Packets share and
+/// span opportunities (a packet departs in the opportunity that carries its last byte, at that
+/// opportunity's scheduled time); the unused rest of an opportunity is lost, never banked. A
+/// packet can only use an opportunity scheduled strictly after its arrival millisecond, i.e. an
+/// opportunity at T serves packets whose arrival time is < T.
+#[derive(Debug)]
+pub struct LinkStage {
+    trace: Vec<u64>,
+    period_ms: u64,
+    /// Index of the next opportunity in `trace` and the start (ms) of its period.
+    index: usize,
+    period_base_ms: u64,
+    queue: PacketQueue,
+    /// The packet being transmitted and its bytes still to send.
+    in_transit: Option<(Packet, usize)>,
+    out: VecDeque<(u64, Packet)>,
+    /// `--once`: stop after one pass over the trace.
+    once: bool,
+    finished: bool,
+}
+
+impl LinkStage {
+    /// A link starting at time 0 with `trace` and a queue per `spec`.
+    pub fn new(trace: &Trace, spec: QueueSpec) -> LinkStage {
+        LinkStage {
+            trace: trace.opportunities_ms.clone(),
+            period_ms: trace.period_ms(),
+            index: 0,
+            period_base_ms: 0,
+            queue: PacketQueue::new(spec),
+            in_transit: None,
+            out: VecDeque::new(),
+            once: false,
+            finished: false,
+        }
+    }
+
+    fn next_opportunity(&self) -> Option<u64> {
+        (!self.finished).then(|| (self.period_base_ms + self.trace[self.index]) * MS)
+    }
+
+    fn step_opportunity(&mut self) {
+        self.index += 1;
+        if self.index == self.trace.len() {
+            if self.once {
+                self.finished = true;
+            }
+            self.index = 0;
+            self.period_base_ms += self.period_ms;
+        }
+    }
+
+    /// Serves one opportunity at `t`.
+    fn serve(&mut self, t: u64) {
+        let mut budget = OPPORTUNITY_BYTES;
+        while budget > 0 {
+            if self.in_transit.is_none() {
+                match self.queue.head_arrival() {
+                    Some(arrival) if arrival < t => {
+                        let (_, pkt) = self.queue.dequeue().expect("head exists");
+                        let left = pkt.len() + TUN_HEADER;
+                        self.in_transit = Some((pkt, left));
+                    }
+                    _ => break, // the rest of this opportunity is wasted
+                }
+            }
+            let (_, left) = self.in_transit.as_mut().expect("set above");
+            let n = budget.min(*left);
+            *left -= n;
+            budget -= n;
+            if *left == 0 {
+                let (pkt, _) = self.in_transit.take().expect("set above");
+                self.out.push_back((t, pkt));
+            }
+        }
+    }
+}
+
+impl LinkStage {
+    /// Hands the link a packet arriving at `t` (ns; non-decreasing across calls).
+    pub fn push(&mut self, t: u64, pkt: Packet) {
+        self.advance(t);
+        let _ = self.queue.enqueue(t, pkt);
+    }
+
+    /// Serves every opportunity scheduled at or before `now`.
+    pub fn advance(&mut self, now: u64) {
+        while let Some(t) = self.next_opportunity() {
+            if t > now {
+                break;
+            }
+            self.step_opportunity();
+            if self.in_transit.is_some() || !self.queue.is_empty() {
+                self.serve(t);
+            }
+        }
+    }
+
+    /// Takes the next departed packet (departure time ≤ the last `advance`).
+    pub fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
+        self.advance(now);
+        self.out.pop_front()
+    }
+
+    /// Next opportunity that has something to serve.
+    pub fn next_wakeup(&self) -> Option<u64> {
+        if !self.out.is_empty() {
+            return Some(0);
+        }
+        if self.in_transit.is_none() && self.queue.is_empty() {
+            return None;
+        }
+        self.next_opportunity()
+    }
+
+    /// Packets queued, in transit or departed but not taken.
+    pub fn held(&self) -> usize {
+        self.queue.len() + usize::from(self.in_transit.is_some()) + self.out.len()
+    }
+
+    /// Packets the queue discipline dropped.
+    pub fn dropped(&self) -> u64 {
+        self.queue.dropped()
+    }
+}
+
+/// `mm-delay D`: every packet leaves exactly `delay` after it arrived, in order.
+#[derive(Debug)]
+pub struct DelayStage {
+    delay: u64,
+    fifo: VecDeque<(u64, Packet)>,
+}
+
+impl DelayStage {
+    /// A delay of `delay_ns` nanoseconds.
+    pub fn new(delay_ns: u64) -> DelayStage {
+        DelayStage {
+            delay: delay_ns,
+            fifo: VecDeque::new(),
+        }
+    }
+}
+
+impl DelayStage {
+    /// Hands the stage a packet arriving at `t`; it will leave at `t + delay`.
+    pub fn push(&mut self, t: u64, pkt: Packet) {
+        self.fifo.push_back((t + self.delay, pkt));
+    }
+    /// Takes the head packet if its release time is ≤ `now`.
+    pub fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
+        match self.fifo.front() {
+            Some((t, _)) if *t <= now => self.fifo.pop_front(),
+            _ => None,
+        }
+    }
+    /// Release time of the head packet.
+    pub fn next_wakeup(&self) -> Option<u64> {
+        self.fifo.front().map(|(t, _)| *t)
+    }
+}
+
+/// `mm-loss uplink|downlink RATE`: each packet is dropped independently with probability `rate`.
+#[derive(Debug)]
+pub struct LossStage {
+    rate: f64,
+    rng: SmallRng,
+    out: VecDeque<(u64, Packet)>,
+    dropped: u64,
+}
+
+impl LossStage {
+    /// Loss with probability `rate` ∈ [0, 1], from a generator seeded with `seed`.
+    pub fn new(rate: f64, seed: u64) -> LossStage {
+        LossStage {
+            rate,
+            rng: SmallRng::seed_from_u64(seed),
+            out: VecDeque::new(),
+            dropped: 0,
+        }
+    }
+}
+
+impl LossStage {
+    /// Drops the packet with probability `rate`, else passes it on unchanged at `t`.
+    pub fn push(&mut self, t: u64, pkt: Packet) {
+        if self.rng.random::<f64>() < self.rate {
+            self.dropped += 1;
+        } else {
+            self.out.push_back((t, pkt));
+        }
+    }
+    /// Packets dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Takes the next surviving packet.
+    pub fn pop_due(&mut self, _now: u64) -> Option<(u64, Packet)> {
+        self.out.pop_front()
+    }
+}
+
+/// One of the stages, so a pipeline is a plain `Vec` (no dynamic dispatch on the hot path).
+#[derive(Debug)]
+pub enum AnyStage {
+    /// mm-link.
+    Link(LinkStage),
+    /// mm-delay.
+    Delay(DelayStage),
+    /// mm-loss.
+    Loss(LossStage),
+}
+
+impl AnyStage {
+    fn push(&mut self, t: u64, pkt: Packet) {
+        match self {
+            AnyStage::Link(s) => s.push(t, pkt),
+            AnyStage::Delay(s) => s.push(t, pkt),
+            AnyStage::Loss(s) => s.push(t, pkt),
+        }
+    }
+    fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
+        match self {
+            AnyStage::Link(s) => s.pop_due(now),
+            AnyStage::Delay(s) => s.pop_due(now),
+            AnyStage::Loss(s) => s.pop_due(now),
+        }
+    }
+    fn next_wakeup(&self) -> Option<u64> {
+        match self {
+            AnyStage::Link(s) => s.next_wakeup(),
+            AnyStage::Delay(s) => s.next_wakeup(),
+            AnyStage::Loss(s) => (!s.out.is_empty()).then_some(0),
+        }
+    }
+    fn held(&self) -> usize {
+        match self {
+            AnyStage::Link(s) => s.held(),
+            AnyStage::Delay(s) => s.fifo.len(),
+            AnyStage::Loss(s) => s.out.len(),
+        }
+    }
+    fn dropped(&self) -> u64 {
+        match self {
+            AnyStage::Link(s) => s.dropped(),
+            AnyStage::Delay(_) => 0,
+            AnyStage::Loss(s) => s.dropped,
+        }
+    }
+}
+
+/// The stages of one direction, in the order packets cross them.
+#[derive(Debug, Default)]
+pub struct Pipeline {
+    stages: Vec<AnyStage>,
+    out: VecDeque<(u64, Packet)>,
+}
+
+impl Pipeline {
+    /// A pipeline of `stages`, first crossed first.
+    pub fn new(stages: Vec<AnyStage>) -> Pipeline {
+        Pipeline {
+            stages,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// A packet enters the path at `now`.
+    pub fn push(&mut self, now: u64, pkt: Packet) {
+        match self.stages.first_mut() {
+            Some(s) => s.push(now, pkt),
+            None => self.out.push_back((now, pkt)),
+        }
+    }
+
+    /// Moves packets through the stages up to `now`; departures from the last stage become
+    /// available from [`Pipeline::pop`].
+    pub fn advance(&mut self, now: u64) {
+        for i in 0..self.stages.len() {
+            while let Some((t, pkt)) = self.stages[i].pop_due(now) {
+                match self.stages.get_mut(i + 1) {
+                    Some(next) => next.push(t, pkt),
+                    None => self.out.push_back((t, pkt)),
+                }
+            }
+        }
+    }
+
+    /// Next packet that left the path, with its departure time (≤ the last `advance` time).
+    pub fn pop(&mut self) -> Option<(u64, Packet)> {
+        self.out.pop_front()
+    }
+
+    /// Earliest time any stage needs [`Pipeline::advance`] again.
+    pub fn next_wakeup(&self) -> Option<u64> {
+        if !self.out.is_empty() {
+            return Some(0);
+        }
+        self.stages.iter().filter_map(AnyStage::next_wakeup).min()
+    }
+
+    /// Packets inside the path.
+    pub fn held(&self) -> usize {
+        self.out.len() + self.stages.iter().map(AnyStage::held).sum::<usize>()
+    }
+
+    /// Packets dropped inside the path (queue drops and random loss).
+    pub fn dropped(&self) -> u64 {
+        self.stages.iter().map(AnyStage::dropped).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkt(len: usize) -> Packet {
+        vec![0u8; len]
+    }
+
+    /// Runs `arrivals` (time ns, size) through `p`, stepping time like an event loop, and
+    /// returns departure times.
+    fn drive(p: &mut Pipeline, arrivals: &[(u64, usize)], until: u64) -> Vec<(u64, usize)> {
+        let mut out = Vec::new();
+        let mut pending = arrivals.iter().peekable();
+        let mut now = 0;
+        while now <= until {
+            while let Some(&&(t, len)) = pending.peek() {
+                if t > now {
+                    break;
+                }
+                p.push(t, pkt(len));
+                pending.next();
+            }
+            p.advance(now);
+            while let Some((t, pk)) = p.pop() {
+                out.push((t, pk.len()));
+            }
+            let next_arrival = pending.peek().map(|a| a.0);
+            let next = [p.next_wakeup(), next_arrival]
+                .into_iter()
+                .flatten()
+                .filter(|&t| t > now)
+                .min();
+            now = match next {
+                Some(t) => t,
+                None => break,
+            };
+        }
+        out
+    }
+
+    fn link(trace: &[u64], spec: QueueSpec) -> AnyStage {
+        AnyStage::Link(LinkStage::new(
+            &Trace {
+                opportunities_ms: trace.to_vec(),
+            },
+            spec,
+        ))
+    }
+
+    #[test]
+    fn full_packets_leave_one_per_opportunity_at_scheduled_times() {
+        let mut p = Pipeline::new(vec![link(&[1, 2, 3, 4, 6], QueueSpec::Infinite)]);
+        let arrivals: Vec<_> = (0..7).map(|_| (0u64, 1500usize)).collect();
+        let out = drive(&mut p, &arrivals, 100 * MS);
+        let times: Vec<u64> = out.iter().map(|o| o.0 / MS).collect();
+        // Trace wraps with period 6: 1 2 3 4 6 | 7 8 ...
+        assert_eq!(times, [1, 2, 3, 4, 6, 7, 8]);
+    }
+
+    #[test]
+    fn opportunity_needs_arrival_strictly_before_it_and_is_not_banked() {
+        let mut p = Pipeline::new(vec![link(&[1], QueueSpec::Infinite)]);
+        // Arrives exactly at 5 ms: the 5 ms opportunity is not usable, 6 ms is.
+        // Idle opportunities 1..4 are lost, not banked.
+        let out = drive(&mut p, &[(5 * MS, 1500), (5 * MS, 1500)], 50 * MS);
+        assert_eq!(out.iter().map(|o| o.0 / MS).collect::<Vec<_>>(), [6, 7]);
+        let mut p = Pipeline::new(vec![link(&[1], QueueSpec::Infinite)]);
+        let out = drive(&mut p, &[(5 * MS - 1, 1500)], 50 * MS);
+        assert_eq!(out[0].0, 5 * MS);
+    }
+
+    #[test]
+    fn small_packets_share_and_large_span_opportunities() {
+        // 26 ACKs of 52 bytes (56 with header) fit in one 1504-byte opportunity (26·56 = 1456),
+        // the 27th needs the next one.
+        let mut p = Pipeline::new(vec![link(&[1], QueueSpec::Infinite)]);
+        let acks: Vec<_> = (0..27).map(|_| (0u64, 52usize)).collect();
+        let out = drive(&mut p, &acks, 10 * MS);
+        assert_eq!(out.iter().filter(|o| o.0 == MS).count(), 26);
+        assert_eq!(out[26].0, 2 * MS);
+        // 1000 + 1000 bytes: the second spans into the second opportunity.
+        let mut p = Pipeline::new(vec![link(&[1], QueueSpec::Infinite)]);
+        let out = drive(&mut p, &[(0, 996), (0, 996)], 10 * MS);
+        assert_eq!(out.iter().map(|o| o.0 / MS).collect::<Vec<_>>(), [1, 2]);
+    }
+
+    #[test]
+    fn droptail_queue_excludes_the_packet_in_transit() {
+        // packets=2: 1 in transit + 2 queued survive a burst of 5 arriving together once the
+        // first has started transmission; here all arrive before any opportunity, so the queue
+        // accepts exactly 2 (nothing in transit yet).
+        let spec = QueueSpec::parse("droptail", "packets=2").unwrap();
+        let mut p = Pipeline::new(vec![link(&[1], spec)]);
+        let out = drive(
+            &mut p,
+            &(0..5).map(|_| (0, 1500)).collect::<Vec<_>>(),
+            20 * MS,
+        );
+        assert_eq!(out.len(), 2);
+        assert_eq!(p.dropped(), 3);
+        // A packet in transit is outside the queue. Trace: one opportunity every 2 ms.
+        // t=0: a 100-byte packet and b1 (1500) fill the queue; b2 at 1 ms is dropped.
+        // t=2: the small one leaves (104 B), b1 takes the other 1400 B → in transit, queue empty.
+        // t=2.5: b3 and b4 are both accepted (they would not be if b1 still counted).
+        let mut p = Pipeline::new(vec![link(&[2], spec)]);
+        let arrivals = [
+            (0, 100),
+            (0, 1500),
+            (MS, 1500),
+            (MS * 5 / 2, 1500),
+            (MS * 5 / 2, 1500),
+        ];
+        let out = drive(&mut p, &arrivals, 40 * MS);
+        let times: Vec<u64> = out.iter().map(|o| o.0 / MS).collect();
+        assert_eq!(times, [2, 4, 6, 8]);
+        assert_eq!(p.dropped(), 1);
+    }
+
+    #[test]
+    fn delay_then_link_order_and_exact_delay() {
+        // Uplink of `mm-delay 28 mm-link`: link first, then delay.
+        let mut p = Pipeline::new(vec![
+            link(&[1], QueueSpec::Infinite),
+            AnyStage::Delay(DelayStage::new(28 * MS)),
+        ]);
+        let out = drive(&mut p, &[(300_000, 1500)], 100 * MS);
+        assert_eq!(out, vec![(29 * MS, 1500)]);
+        assert_eq!(p.held(), 0);
+    }
+
+    #[test]
+    fn loss_rate_is_close_to_nominal_and_seeded() {
+        let run = |seed| {
+            let mut s = LossStage::new(0.004, seed);
+            for i in 0..200_000 {
+                s.push(i, pkt(1));
+            }
+            s.dropped()
+        };
+        let d = run(1);
+        assert!(
+            (600..=1000).contains(&d),
+            "dropped {d} of 200000 at p=0.004"
+        );
+        assert_eq!(run(1), d);
+    }
+}

@@ -1,0 +1,221 @@
+//! Named Linux network namespaces owned by one experiment run.
+//!
+//! # Brief overview
+//!
+//! Every run of Pantheon-rs builds its own little network out of network namespaces (one for the
+//! receiver's host side, one emulated "far side", one per tunnel endpoint) joined by TUN devices.
+//! [`NetNs`] is one such namespace, created with `ip netns add NAME` (so it is visible in
+//! `ip netns list` while it lives) and removed with `ip netns del NAME` when the value is dropped,
+//! on every exit path that unwinds, Ctrl-C included when the caller turns the signal into an
+//! orderly return.
+//!
+//! Three ways to use a namespace:
+//! - [`NetNs::enter`]: move the *calling thread* into it (Linux network namespaces are per
+//!   thread), e.g. before opening a TUN device or binding a socket that must live there. Sockets
+//!   and TUN file descriptors keep their namespace after the thread moves on.
+//! - [`NetNs::spawn_into`]: make a [`std::process::Command`] start inside it, in a new process
+//!   group of its own so that exactly that group can be signalled later.
+//! - [`NetNs::ip`]: configure it with iproute2 (`ip -n NAME …`): addresses, routes, links.
+//!
+//! Requires root (`CAP_SYS_ADMIN` and `CAP_NET_ADMIN`) and the `ip` command from iproute2.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+/// Errors of namespace handling.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An external command (`ip …`) could not be started or exited with a failure status.
+    #[error("`{command}` failed: {detail}")]
+    Command {
+        /// The command line, for the message.
+        command: String,
+        /// Exit status and the command's stderr, or the spawn error.
+        detail: String,
+    },
+    /// A system call on the namespace failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Runs `program args…` to completion; a non-zero status becomes [`Error::Command`] with stderr.
+pub fn run_command(program: &str, args: &[&str]) -> Result<()> {
+    let shown = || format!("{program} {}", args.join(" "));
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::Command {
+            command: shown(),
+            detail: e.to_string(),
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Command {
+            command: shown(),
+            detail: format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        })
+    }
+}
+
+/// A named network namespace that this process created and will delete on drop.
+#[derive(Debug)]
+pub struct NetNs {
+    name: String,
+    file: File,
+}
+
+impl NetNs {
+    /// Creates namespace `name` (`ip netns add`), opens it and brings its loopback up.
+    ///
+    /// Errors if the name exists already (another run, or a leftover of a killed one: remove it
+    /// with `ip netns del NAME`) or if not root.
+    pub fn create(name: &str) -> Result<NetNs> {
+        run_command("ip", &["netns", "add", name])?;
+        let path = format!("/run/netns/{name}");
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(source) => {
+                let _ = run_command("ip", &["netns", "del", name]);
+                return Err(Error::Io {
+                    what: format!("open {path}"),
+                    source,
+                });
+            }
+        };
+        let ns = NetNs {
+            name: name.to_owned(),
+            file,
+        };
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// The namespace's name, as shown by `ip netns list`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs `ip -n NAME args…` (iproute2) and waits for it.
+    pub fn ip(&self, args: &[&str]) -> Result<()> {
+        let mut full = vec!["-n", self.name.as_str()];
+        full.extend_from_slice(args);
+        run_command("ip", &full)
+    }
+
+    /// Moves the calling thread into this namespace (`setns(2)`); other threads are unaffected.
+    pub fn enter(&self) -> Result<()> {
+        // SAFETY: plain syscall on a valid, open namespace fd.
+        let rc = unsafe { libc::setns(self.file.as_raw_fd(), libc::CLONE_NEWNET) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::Io {
+                what: format!("setns into network namespace {}", self.name),
+                source: io::Error::last_os_error(),
+            })
+        }
+    }
+
+    /// Runs `f` with the calling thread inside this namespace, then returns the thread to the
+    /// namespace it was in before. Use it to create sockets or TUN devices that must live here.
+    pub fn run_in<T>(&self, f: impl FnOnce() -> T) -> Result<T> {
+        let original = File::open("/proc/thread-self/ns/net").map_err(|source| Error::Io {
+            what: "open /proc/thread-self/ns/net".into(),
+            source,
+        })?;
+        self.enter()?;
+        let value = f();
+        // SAFETY: plain syscall on a valid, open namespace fd.
+        let rc = unsafe { libc::setns(original.as_raw_fd(), libc::CLONE_NEWNET) };
+        if rc != 0 {
+            return Err(Error::Io {
+                what: "return to the original network namespace".into(),
+                source: io::Error::last_os_error(),
+            });
+        }
+        Ok(value)
+    }
+
+    /// Makes `cmd` start inside this namespace, as the leader of a new process group (its pgid
+    /// is its pid), so that the caller can end exactly that group with `killpg`.
+    pub fn spawn_into<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        let fd = self.file.as_raw_fd();
+        cmd.process_group(0);
+        // SAFETY: the closure only calls setns(2), which is async-signal-safe, on an fd that
+        // stays open in the parent for as long as `self` lives (the child gets a copy).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            })
+        }
+    }
+
+    /// Process ids still inside the namespace (`ip netns pids`), for leak checks.
+    pub fn pids(&self) -> Vec<u32> {
+        Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        if let Err(e) = run_command("ip", &["netns", "del", &self.name]) {
+            eprintln!(
+                "warning: could not remove network namespace {}: {e}",
+                self.name
+            );
+        }
+    }
+}
+
+/// Names of all named network namespaces on this machine (`ip netns list`).
+pub fn list_named() -> Vec<String> {
+    Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sends `signal` to the process group `pgid`; a group that no longer exists is not an error.
+pub fn kill_group(pgid: u32, signal: i32) {
+    // SAFETY: plain syscall.
+    unsafe {
+        libc::killpg(pgid as libc::pid_t, signal);
+    }
+}

@@ -1,0 +1,31 @@
+//! Pantheon's instrumented tunnel, in Rust.
+//!
+//! # Brief overview
+//!
+//! Every packet of a scheme under test crosses a UDP tunnel whose two endpoints read IP packets
+//! from a TUN device, give each a 64-bit unique id (UID), log `(time, uid, size)` and send it to
+//! the peer. Joining the sender's egress log with the receiver's ingress log on the UID gives
+//! each packet's one-way delay, and which packets were lost (Pantheon paper §3; reference
+//! `pantheon.md` §3).
+//!
+//! - [`wire`]: the datagram format (8-byte UID header, SYN/ACK control datagrams).
+//! - [`endpoint::Endpoint`]: the sans-IO state machine (handshake, UIDs, log records), fed
+//!   `(now, bytes)` and tested without sockets.
+//! - [`log`]: the binary packet-log format and its reader/writer.
+//! - [`io`]: the thin shell: UDP socket + TUN device in a network namespace + one thread.
+//!
+//! ```
+//! use pantheon_tunnel::{endpoint::Endpoint, log::Role};
+//! let mut server = Endpoint::new(Role::Server, 1, 0);
+//! let mut client = Endpoint::new(Role::Client, 1, 0);
+//! let syn = client.poll_transmit(0).unwrap();
+//! server.handle_datagram(0, &syn);
+//! let ack = server.poll_transmit(0).unwrap();
+//! client.handle_datagram(0, &ack);
+//! assert!(client.is_connected() && server.is_connected());
+//! ```
+
+pub mod endpoint;
+pub mod io;
+pub mod log;
+pub mod wire;

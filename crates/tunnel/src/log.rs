@@ -1,0 +1,381 @@
+//! Binary packet logs: what each tunnel endpoint records about every packet it forwards.
+//!
+//! One file per endpoint and event kind (ingress = received from the peer, egress = sent to the
+//! peer), named as Pantheon names its text logs, e.g. `cubic_datalink_run1_flow1.egress.ptlog`.
+//! The layout (all integers little-endian) is specified in `docs/formats.md`:
+//!
+//! ```text
+//! header, 64 bytes:
+//!   0..8   magic b"PANTHLOG"          8..10  version (1)
+//!   10     role (0 server, 1 client)  11     kind (0 ingress, 1 egress)
+//!   12..14 flow id (1-based)          14     direction (0 datalink, 1 acklink)
+//!   15     flags (bit 0: clock offset measured)
+//!   16..18 record size (24)           18..24 reserved (0)
+//!   24..32 base time: CLOCK_REALTIME at the endpoint's start, ns since the Unix epoch (i64)
+//!   32..40 clock offset of this host to true time, ns (i64; meaningful when flag bit 0 is set)
+//!   40..64 reserved (0)
+//! records, 24 bytes each:
+//!   0..8   t_ns: time of the event, ns since the base time (u64)
+//!   8..16  uid of the packet (u64)
+//!   16..20 size: outer datagram bytes = inner IP length + 36, as pantheon-tunnel logs (u32)
+//!   20..22 flow id (u16)              22     event (0 ingress, 1 egress)   23 reserved
+//! ```
+//! A truncated file keeps every whole record; [`read_log`] says where it stopped.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// File magic.
+pub const MAGIC: [u8; 8] = *b"PANTHLOG";
+/// Format version written by this crate.
+pub const VERSION: u16 = 1;
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 64;
+/// Record length in bytes.
+pub const RECORD_LEN: usize = 24;
+
+/// Which end of the tunnel wrote the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The endpoint that waits for the handshake.
+    Server = 0,
+    /// The endpoint that opens the tunnel.
+    Client = 1,
+}
+
+/// What the endpoint logs: packets received from the peer or sent to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Received from the peer (a departure from the path under test).
+    Ingress = 0,
+    /// Read from the TUN device and sent to the peer (an arrival into the path).
+    Egress = 1,
+}
+
+/// Which direction of the experiment the logged packets travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Sender → receiver (data; Mahimahi's uplink in local mode).
+    Datalink = 0,
+    /// Receiver → sender (ACKs; Mahimahi's downlink in local mode).
+    Acklink = 1,
+}
+
+impl Direction {
+    /// `datalink` or `acklink`, as in Pantheon's file names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Datalink => "datalink",
+            Direction::Acklink => "acklink",
+        }
+    }
+}
+
+/// The 64-byte file header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Writer's role.
+    pub role: Role,
+    /// Ingress or egress.
+    pub kind: Kind,
+    /// Flow id, 1-based.
+    pub flow: u16,
+    /// Datalink or acklink.
+    pub direction: Direction,
+    /// CLOCK_REALTIME at the endpoint's start, ns since the Unix epoch.
+    pub base_realtime_ns: i64,
+    /// Offset of the writer's clock to true time in ns, if it was measured (NTP).
+    pub clock_offset_ns: Option<i64>,
+}
+
+impl Header {
+    /// Serialises the header.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..8].copy_from_slice(&MAGIC);
+        b[8..10].copy_from_slice(&VERSION.to_le_bytes());
+        b[10] = self.role as u8;
+        b[11] = self.kind as u8;
+        b[12..14].copy_from_slice(&self.flow.to_le_bytes());
+        b[14] = self.direction as u8;
+        b[15] = u8::from(self.clock_offset_ns.is_some());
+        b[16..18].copy_from_slice(&(RECORD_LEN as u16).to_le_bytes());
+        b[24..32].copy_from_slice(&self.base_realtime_ns.to_le_bytes());
+        b[32..40].copy_from_slice(&self.clock_offset_ns.unwrap_or(0).to_le_bytes());
+        b
+    }
+
+    /// Parses a header; errors name the offending byte offset.
+    pub fn decode(b: &[u8]) -> Result<Header, FormatError> {
+        if b.len() < HEADER_LEN {
+            return Err(FormatError::at(
+                b.len(),
+                "file ends inside the 64-byte header",
+            ));
+        }
+        if b[0..8] != MAGIC {
+            return Err(FormatError::at(
+                0,
+                "bad magic: not a Pantheon-rs packet log",
+            ));
+        }
+        let version = u16::from_le_bytes([b[8], b[9]]);
+        if version != VERSION {
+            return Err(FormatError::at(
+                8,
+                &format!("unsupported version {version}"),
+            ));
+        }
+        let role = match b[10] {
+            0 => Role::Server,
+            1 => Role::Client,
+            x => return Err(FormatError::at(10, &format!("bad role {x}"))),
+        };
+        let kind = match b[11] {
+            0 => Kind::Ingress,
+            1 => Kind::Egress,
+            x => return Err(FormatError::at(11, &format!("bad kind {x}"))),
+        };
+        let direction = match b[14] {
+            0 => Direction::Datalink,
+            1 => Direction::Acklink,
+            x => return Err(FormatError::at(14, &format!("bad direction {x}"))),
+        };
+        let record_len = u16::from_le_bytes([b[16], b[17]]) as usize;
+        if record_len != RECORD_LEN {
+            return Err(FormatError::at(
+                16,
+                &format!("record size {record_len}, expected 24"),
+            ));
+        }
+        let i64_at = |o: usize| i64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        Ok(Header {
+            role,
+            kind,
+            flow: u16::from_le_bytes([b[12], b[13]]),
+            direction,
+            base_realtime_ns: i64_at(24),
+            clock_offset_ns: (b[15] & 1 == 1).then(|| i64_at(32)),
+        })
+    }
+}
+
+/// One logged packet event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    /// ns since the header's base time.
+    pub t_ns: u64,
+    /// The packet's UID.
+    pub uid: u64,
+    /// Outer datagram size in bytes (inner IP length + 36).
+    pub size: u32,
+    /// Flow id.
+    pub flow: u16,
+    /// Ingress or egress.
+    pub kind: Kind,
+}
+
+impl Record {
+    /// Serialises the record.
+    pub fn encode(&self) -> [u8; RECORD_LEN] {
+        let mut b = [0u8; RECORD_LEN];
+        b[0..8].copy_from_slice(&self.t_ns.to_le_bytes());
+        b[8..16].copy_from_slice(&self.uid.to_le_bytes());
+        b[16..20].copy_from_slice(&self.size.to_le_bytes());
+        b[20..22].copy_from_slice(&self.flow.to_le_bytes());
+        b[22] = self.kind as u8;
+        b
+    }
+
+    /// Parses one record (exactly [`RECORD_LEN`] bytes).
+    pub fn decode(b: &[u8]) -> Result<Record, &'static str> {
+        let kind = match b[22] {
+            0 => Kind::Ingress,
+            1 => Kind::Egress,
+            _ => return Err("bad event kind"),
+        };
+        Ok(Record {
+            t_ns: u64::from_le_bytes(b[0..8].try_into().expect("8 bytes")),
+            uid: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
+            size: u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")),
+            flow: u16::from_le_bytes([b[20], b[21]]),
+            kind,
+        })
+    }
+}
+
+/// A malformed log, with the byte offset where reading stopped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("byte {offset}: {message}")]
+pub struct FormatError {
+    /// Byte offset into the file.
+    pub offset: usize,
+    /// What is wrong there.
+    pub message: String,
+}
+
+impl FormatError {
+    fn at(offset: usize, message: &str) -> FormatError {
+        FormatError {
+            offset,
+            message: message.to_owned(),
+        }
+    }
+}
+
+/// Errors of [`read_log`].
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The header is malformed (nothing could be read).
+    #[error("{path}: {source}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// Where and what.
+        source: FormatError,
+    },
+}
+
+/// A log read from disk.
+#[derive(Debug, Clone)]
+pub struct LogFile {
+    /// The header.
+    pub header: Header,
+    /// Every whole, well-formed record, in file order.
+    pub records: Vec<Record>,
+    /// Set when reading stopped early (a partial trailing record or a corrupt one): what was
+    /// read before that point is in `records`.
+    pub stopped_at: Option<FormatError>,
+}
+
+/// Reads a whole log. A truncated or corrupt tail is reported in [`LogFile::stopped_at`], not
+/// as an error: the records before it are kept.
+pub fn read_log(path: &Path) -> Result<LogFile, ReadError> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|source| ReadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    let header = Header::decode(&bytes).map_err(|source| ReadError::Format {
+        path: path.to_owned(),
+        source,
+    })?;
+    let body = &bytes[HEADER_LEN..];
+    let mut records = Vec::with_capacity(body.len() / RECORD_LEN);
+    let mut stopped_at = None;
+    for (i, chunk) in body.chunks(RECORD_LEN).enumerate() {
+        let offset = HEADER_LEN + i * RECORD_LEN;
+        if chunk.len() < RECORD_LEN {
+            stopped_at = Some(FormatError::at(
+                offset,
+                &format!("truncated record ({} of 24 bytes)", chunk.len()),
+            ));
+            break;
+        }
+        match Record::decode(chunk) {
+            Ok(r) => records.push(r),
+            Err(msg) => {
+                stopped_at = Some(FormatError::at(offset, msg));
+                break;
+            }
+        }
+    }
+    Ok(LogFile {
+        header,
+        records,
+        stopped_at,
+    })
+}
+
+/// Buffered writer of one log file: records are copied into a 256 KiB buffer and written in
+/// large writes, so logging costs a memcpy per packet on the forwarding thread.
+#[derive(Debug)]
+pub struct LogWriter {
+    out: BufWriter<File>,
+}
+
+impl LogWriter {
+    /// Creates (truncates) `path` and writes the header.
+    pub fn create(path: &Path, header: &Header) -> io::Result<LogWriter> {
+        let mut out = BufWriter::with_capacity(256 * 1024, File::create(path)?);
+        out.write_all(&header.encode())?;
+        Ok(LogWriter { out })
+    }
+
+    /// Appends one record.
+    pub fn push(&mut self, record: &Record) -> io::Result<()> {
+        self.out.write_all(&record.encode())
+    }
+
+    /// Writes buffered records to the file.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            role: Role::Client,
+            kind: Kind::Egress,
+            flow: 2,
+            direction: Direction::Datalink,
+            base_realtime_ns: 1_795_311_268_677_206_000,
+            clock_offset_ns: Some(-1500),
+        }
+    }
+
+    #[test]
+    fn golden_header_bytes() {
+        let b = header().encode();
+        assert_eq!(&b[0..8], b"PANTHLOG");
+        assert_eq!(&b[8..18], &[1, 0, 1, 1, 2, 0, 0, 1, 24, 0]);
+        assert_eq!(Header::decode(&b).unwrap(), header());
+        let mut bad = b;
+        bad[0] = b'X';
+        assert_eq!(Header::decode(&bad).unwrap_err().offset, 0);
+        assert_eq!(Header::decode(&b[..10]).unwrap_err().offset, 10);
+    }
+
+    #[test]
+    fn truncated_file_keeps_whole_records() {
+        let dir = std::env::temp_dir().join(format!("ptlog-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.ptlog");
+        let mut w = LogWriter::create(&path, &header()).unwrap();
+        for i in 0..3u64 {
+            w.push(&Record {
+                t_ns: i * 1000,
+                uid: i,
+                size: 1500,
+                flow: 2,
+                kind: Kind::Egress,
+            })
+            .unwrap();
+        }
+        w.flush().unwrap();
+        drop(w);
+        let full = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &full[..full.len() - 5]).unwrap();
+        let log = read_log(&path).unwrap();
+        assert_eq!(log.records.len(), 2);
+        assert_eq!(log.records[1].uid, 1);
+        let stop = log.stopped_at.unwrap();
+        assert_eq!(stop.offset, HEADER_LEN + 2 * RECORD_LEN);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
