@@ -1,1 +1,16 @@
-//! orchestrator
+//! The `pantheon` command: scheme registry, local experiment runner and analysis front end.
+//!
+//! # Brief overview
+//!
+//! - [`schemes`]: scheme descriptors (`schemes/*.toml`) and whether each can run here.
+//! - [`plan`]: command-line flags → a validated [`plan::ExperimentPlan`] →
+//!   `pantheon_metadata.json`.
+//! - [`runner`]: one run of one scheme through the tunnel and the emulator, with cleanup on
+//!   every exit path.
+//! - [`analyze`]: a results directory → Pantheon's stats logs, `pantheon_perf.json`, summary
+//!   table and plots.
+
+pub mod analyze;
+pub mod plan;
+pub mod runner;
+pub mod schemes;

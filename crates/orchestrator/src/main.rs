@@ -1,1 +1,340 @@
-fn main() {}
+//! `pantheon`: run congestion-control experiments over an emulated path and analyse them.
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use pantheon_orchestrator::plan::{write_constant_trace, write_json, ExperimentPlan};
+use pantheon_orchestrator::runner::{self, RunOutcome, INTERRUPTED};
+use pantheon_orchestrator::schemes::{Registry, SystemInfo};
+use pantheon_orchestrator::analyze;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+/// Pantheon-rs: a testbed for Internet congestion control.
+///
+/// Runs transport schemes (TCP Cubic, BBR, …) over an emulated path through an instrumented
+/// tunnel that logs every packet, and reports Pantheon's numbers: average throughput,
+/// 95th-percentile one-way delay and loss, per flow and per run.
+#[derive(Parser)]
+#[command(version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Subcommand)]
+enum Top {
+    /// Run an experiment (needs root: it creates network namespaces and TUN devices).
+    Run {
+        #[command(subcommand)]
+        mode: RunMode,
+    },
+    /// Analyse a results directory: stats logs, pantheon_perf.json, summary table and plots.
+    Analyze {
+        /// The --data-dir of a `pantheon run`.
+        dir: PathBuf,
+        /// Extra scheme descriptors (*.toml) for labels and colors.
+        #[arg(long)]
+        schemes_dir: Option<PathBuf>,
+    },
+    /// The scheme library.
+    Schemes {
+        #[command(subcommand)]
+        action: SchemesAction,
+    },
+    /// Mahimahi packet-delivery traces.
+    Trace {
+        #[command(subcommand)]
+        action: TraceAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum RunMode {
+    /// Both ends on this machine, over the emulated path (Pantheon's `test.py local`).
+    Local(LocalArgs),
+}
+
+#[derive(Subcommand)]
+enum SchemesAction {
+    /// List the schemes and whether each can run on this machine (and why not).
+    List {
+        /// Extra scheme descriptors (*.toml).
+        #[arg(long)]
+        schemes_dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TraceAction {
+    /// Write a constant-rate trace: RATE_MBPS Mbit/s of 1500-byte packets (10 → `1 2 3 4 6`).
+    Constant {
+        /// Rate in Mbit/s (up to 3 decimals).
+        rate_mbps: f64,
+        /// Output file (default: `<RATE>mbps.trace`).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+}
+
+/// Pantheon's `test.py local` flags.
+#[derive(Args)]
+struct LocalArgs {
+    /// Schemes to run, space separated, e.g. "cubic bbr".
+    #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+    schemes: Option<String>,
+    /// Run every scheme that can run on this machine.
+    #[arg(long)]
+    all: bool,
+    /// Seconds each run lasts, from the start of its (first) flow.
+    #[arg(short = 't', long, default_value_t = 30.0)]
+    runtime: f64,
+    /// Runs per scheme.
+    #[arg(long, default_value_t = 1)]
+    run_times: u32,
+    /// Id of the first run.
+    #[arg(long, default_value_t = 1)]
+    start_run_id: u32,
+    /// Flows per run (one tunnel each).
+    #[arg(short = 'f', long, default_value_t = 1)]
+    flows: u16,
+    /// Seconds between the starts of two flows.
+    #[arg(long, default_value_t = 0.0)]
+    interval: f64,
+    /// Shuffle the order of the schemes (once, as Pantheon).
+    #[arg(long)]
+    random_order: bool,
+    /// Results directory (created if missing).
+    #[arg(long, default_value = "results")]
+    data_dir: PathBuf,
+    /// Uplink (sender → receiver) trace. Default: a 12 Mbit/s trace, as Pantheon.
+    #[arg(long)]
+    uplink_trace: Option<PathBuf>,
+    /// Downlink (receiver → sender) trace. Default: a 12 Mbit/s trace.
+    #[arg(long)]
+    downlink_trace: Option<PathBuf>,
+    /// Mahimahi shells outside mm-link, e.g. "mm-delay 28 mm-loss uplink 0.004".
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    prepend_mm_cmds: String,
+    /// Mahimahi shells inside mm-link.
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    append_mm_cmds: String,
+    /// mm-link options, e.g. "--uplink-queue=droptail --uplink-queue-args=packets=50".
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    extra_mm_link_args: String,
+    /// Extra scheme descriptors (*.toml) that add to or override the built-in ones.
+    #[arg(long)]
+    schemes_dir: Option<PathBuf>,
+    /// Seconds to wait after starting the side that runs first (Pantheon: 3).
+    #[arg(long, default_value_t = 1.0)]
+    first_side_setup: f64,
+    /// Longest wait, in seconds, for packets still in the path to leave it after a run.
+    #[arg(long, default_value_t = 10.0)]
+    drain_timeout: f64,
+    /// Seed of the emulator's random loss (default: from the clock; recorded in the metadata).
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match real_main(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Top::Run {
+            mode: RunMode::Local(args),
+        } => run_local(args),
+        Top::Analyze { dir, schemes_dir } => {
+            let registry = Registry::load(schemes_dir.as_deref())?;
+            let md = analyze::analyze_dir(&dir, &registry)?;
+            println!("{md}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Top::Schemes {
+            action: SchemesAction::List { schemes_dir, json },
+        } => {
+            let registry = Registry::load(schemes_dir.as_deref())?;
+            let sys = SystemInfo::probe();
+            let mut rows = Vec::new();
+            for s in registry.all() {
+                let why = s.unavailable_reason(&sys);
+                if json {
+                    rows.push(serde_json::json!({"name": s.name, "label": s.label,
+                        "runnable": why.is_none(), "reason": why, "notes": s.notes(&sys)}));
+                } else {
+                    match &why {
+                        None => println!("{:<8} {:<12} runnable", s.name, s.label),
+                        Some(w) => println!("{:<8} {:<12} NOT runnable: {w}", s.name, s.label),
+                    }
+                    for n in s.notes(&sys) {
+                        println!("{:<21}  note: {n}", "");
+                    }
+                }
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Top::Trace {
+            action: TraceAction::Constant { rate_mbps, output },
+        } => {
+            let out = output.unwrap_or_else(|| PathBuf::from(format!("{rate_mbps}mbps.trace")));
+            write_constant_trace(&out, rate_mbps)?;
+            println!("{}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn secs(s: f64, flag: &str) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("{flag} must be a non-negative number of seconds"))
+}
+
+fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
+    let registry = Registry::load(a.schemes_dir.as_deref())?;
+    let sys = SystemInfo::probe();
+    let mut schemes: Vec<String> = match &a.schemes {
+        Some(s) => s.split_whitespace().map(str::to_owned).collect(),
+        None => registry
+            .all()
+            .filter(|s| s.unavailable_reason(&sys).is_none())
+            .map(|s| s.name.clone())
+            .collect(),
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    if a.random_order {
+        schemes.shuffle(&mut SmallRng::seed_from_u64(seed));
+    }
+    std::fs::create_dir_all(&a.data_dir)
+        .with_context(|| format!("create {}", a.data_dir.display()))?;
+    let default_trace = || -> anyhow::Result<PathBuf> {
+        let p = a.data_dir.join("12mbps.trace");
+        write_constant_trace(&p, 12.0)?;
+        Ok(p)
+    };
+    let plan = ExperimentPlan {
+        schemes,
+        run_times: a.run_times,
+        start_run_id: a.start_run_id,
+        runtime: secs(a.runtime, "--runtime")?,
+        flows: a.flows,
+        interval: secs(a.interval, "--interval")?,
+        first_side_setup: secs(a.first_side_setup, "--first-side-setup")?,
+        drain_timeout: secs(a.drain_timeout, "--drain-timeout")?,
+        random_order: a.random_order,
+        data_dir: a.data_dir.clone(),
+        seed,
+        uplink_trace: match &a.uplink_trace {
+            Some(p) => p.clone(),
+            None => default_trace()?,
+        },
+        downlink_trace: match &a.downlink_trace {
+            Some(p) => p.clone(),
+            None => default_trace()?,
+        },
+        prepend_mm_cmds: a.prepend_mm_cmds.clone(),
+        append_mm_cmds: a.append_mm_cmds.clone(),
+        extra_mm_link_args: a.extra_mm_link_args.clone(),
+        schemes_dir: a.schemes_dir.clone(),
+    };
+    let path = plan.validate(&registry)?;
+    for name in &plan.schemes {
+        if let Some(why) = registry.get(name)?.unavailable_reason(&sys) {
+            eprintln!("warning: {name} cannot run here ({why}); its runs will fail");
+        }
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        anyhow::bail!("`pantheon run local` needs root (network namespaces and TUN devices)");
+    }
+    let netns_prefix = format!("pt-{}", std::process::id());
+    let mut metadata = plan.metadata(&path);
+    metadata["netns_prefix"] = serde_json::json!(netns_prefix);
+    write_json(&plan.data_dir.join("pantheon_metadata.json"), &metadata)?;
+
+    ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            eprintln!("\nsecond interrupt: exiting now (namespaces named pt-<pid>-* may remain)");
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupted: cleaning up the current run…");
+    })
+    .context("install the Ctrl-C handler")?;
+
+    let total = plan.run_times as usize * plan.schemes.len();
+    eprintln!(
+        "Emulated path: {}\n{} scheme(s) × {} run(s) of {} s → {}",
+        path.command_line,
+        plan.schemes.len(),
+        plan.run_times,
+        plan.runtime.as_secs_f64(),
+        plan.data_dir.display()
+    );
+    let bar = ProgressBar::new((total * 1000) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {msg} (≈{eta} left)")
+            .expect("valid template"),
+    );
+    let mut records = Vec::new();
+    let mut seq = 0usize;
+    'runs: for run_id in plan.start_run_id..plan.start_run_id + plan.run_times {
+        for name in &plan.schemes {
+            let scheme = registry.get(name)?;
+            bar.set_message(format!("{name} run {run_id} ({}/{total})", seq + 1));
+            let tag = format!("{netns_prefix}-{seq}");
+            let base = (seq * 1000) as u64;
+            let rec = runner::run_once(&plan, &path, scheme, run_id, &tag, &|f| {
+                bar.set_position(base + (f * 1000.0) as u64);
+            });
+            seq += 1;
+            bar.set_position((seq * 1000) as u64);
+            let line = match &rec.outcome {
+                RunOutcome::Ok => format!("{name} run {run_id}: done"),
+                RunOutcome::Failed { reason } => format!("{name} run {run_id}: FAILED: {reason}"),
+                RunOutcome::Interrupted => format!("{name} run {run_id}: interrupted"),
+            };
+            bar.suspend(|| eprintln!("{line}"));
+            records.push(rec);
+            write_json(
+                &plan.data_dir.join("pantheon_runs.json"),
+                &serde_json::to_value(&records)?,
+            )?;
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                break 'runs;
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        eprintln!("interrupted: analysing what was recorded");
+    }
+    let md = analyze::analyze_dir(&plan.data_dir, &registry)?;
+    println!("{md}");
+    Ok(if INTERRUPTED.load(Ordering::SeqCst) {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

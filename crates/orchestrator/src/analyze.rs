@@ -1,0 +1,254 @@
+//! `pantheon analyze DIR`: every run's logs → `<scheme>_stats_run<N>.log`,
+//! `pantheon_perf.json`, `pantheon_summary.md` (also printed), `pantheon_summary.svg` and
+//! `pantheon_summary_mean.svg`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use analyzer::report::{self, SchemePoints};
+use analyzer::RunStats;
+use anyhow::{bail, Context};
+use serde_json::{json, Value};
+
+use crate::plan::write_json;
+use crate::schemes::Registry;
+
+/// A run as the analysis sees it.
+struct RunResult {
+    run_id: u32,
+    status: String,
+    reason: Option<String>,
+    stats: Option<RunStats>,
+    flags: Vec<String>,
+}
+
+/// Analyses the results directory `dir`; returns the summary (Markdown) also written to
+/// `pantheon_summary.md`.
+pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
+    let meta_path = dir.join("pantheon_metadata.json");
+    if !meta_path.exists() {
+        bail!(
+            "{} has no pantheon_metadata.json: not a results directory (give the --data-dir \
+             of a `pantheon run`)",
+            dir.display()
+        );
+    }
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(&meta_path)?)
+        .with_context(|| format!("parse {}", meta_path.display()))?;
+    let runs_json: Vec<Value> = std::fs::read_to_string(dir.join("pantheon_runs.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let schemes: Vec<String> = serde_json::from_value(meta["cc_schemes"].clone())
+        .context("pantheon_metadata.json: cc_schemes")?;
+    let run_times = meta["run_times"].as_u64().unwrap_or(1) as u32;
+    let start_id = meta["start_run_id"].as_u64().unwrap_or(1) as u32;
+    let runtime_s = meta["runtime"].as_f64().unwrap_or(30.0);
+    let flows = meta["flows"].as_u64().unwrap_or(1);
+
+    let mut results: BTreeMap<String, Vec<RunResult>> = BTreeMap::new();
+    for scheme in &schemes {
+        for run_id in start_id..start_id + run_times {
+            let recorded = runs_json
+                .iter()
+                .find(|r| r["scheme"] == json!(scheme) && r["run_id"] == json!(run_id));
+            let status = recorded
+                .and_then(|r| r["status"].as_str())
+                .unwrap_or("ok")
+                .to_owned();
+            let reason = recorded.and_then(|r| r["reason"].as_str()).map(str::to_owned);
+            let mut rr = RunResult {
+                run_id,
+                status: status.clone(),
+                reason,
+                stats: None,
+                flags: Vec::new(),
+            };
+            if status == "ok" {
+                match analyzer::ingest::read_run(dir, scheme, run_id) {
+                    Ok(frames) => {
+                        rr.flags.extend(frames.warnings.iter().cloned());
+                        let stats = analyzer::metrics::run_stats(&frames.arrivals, &frames.departures)
+                            .with_context(|| format!("metrics of {scheme} run {run_id}"))?;
+                        let dur_s = stats.total.duration_ms / 1000.0;
+                        if dur_s < 0.8 * runtime_s {
+                            rr.flags.push(format!(
+                                "short run: traffic lasted {dur_s:.1} s of {runtime_s} s (Pantheon ignores runs under 80 %)"
+                            ));
+                        }
+                        if stats.total.negative_delays > 0 {
+                            rr.flags.push(format!(
+                                "{} packets with negative one-way delay (clock problem)",
+                                stats.total.negative_delays
+                            ));
+                        }
+                        rr.stats = Some(stats);
+                    }
+                    Err(e) => {
+                        rr.status = "failed".into();
+                        rr.reason = Some(e.to_string());
+                    }
+                }
+            }
+            write_stats_log(dir, scheme, &rr)?;
+            results.entry(scheme.clone()).or_default().push(rr);
+        }
+    }
+
+    // pantheon_perf.json: {scheme: {run_id: {"all": {tput, delay, loss}, "1": {...}}}}
+    let mut perf = serde_json::Map::new();
+    for (scheme, runs) in &results {
+        let mut by_run = serde_json::Map::new();
+        for r in runs {
+            if let Some(s) = &r.stats {
+                let mut flows_json = serde_json::Map::new();
+                flows_json.insert("all".into(), flow_json(&s.total));
+                for (id, f) in &s.flows {
+                    flows_json.insert(id.to_string(), flow_json(f));
+                }
+                by_run.insert(r.run_id.to_string(), Value::Object(flows_json));
+            }
+        }
+        perf.insert(scheme.clone(), Value::Object(by_run));
+    }
+    write_json(&dir.join("pantheon_perf.json"), &Value::Object(perf))?;
+
+    // Summary table and plots (valid runs only, as Pantheon).
+    let mut md = String::new();
+    let _ = writeln!(md, "# Pantheon-rs summary: {}\n", dir.display());
+    if let Some(cmd) = meta["emulator_command"].as_str() {
+        let _ = writeln!(md, "Emulated path: `{cmd}`  ");
+    }
+    let _ = writeln!(
+        md,
+        "{} run(s) of {runtime_s} s per scheme, {flows} flow(s).\n",
+        run_times
+    );
+    let _ = writeln!(
+        md,
+        "| scheme | valid runs | mean avg tput (Mbit/s) | mean 95th-%ile delay (ms) | mean loss rate (%) |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|");
+    let mut points = Vec::new();
+    for (scheme, runs) in &results {
+        let valid: Vec<&RunStats> = runs
+            .iter()
+            .filter(|r| r.flags.iter().all(|f| !f.starts_with("short run")))
+            .filter_map(|r| r.stats.as_ref())
+            .collect();
+        let n = valid.len() as f64;
+        let mean = |f: &dyn Fn(&RunStats) -> Option<f64>| -> Option<f64> {
+            let v: Vec<f64> = valid.iter().filter_map(|s| f(s)).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let fmt = |v: Option<f64>, p: usize| v.map_or("N/A".to_owned(), |x| format!("{x:.p$}"));
+        let label = registry.get(scheme).map(|s| s.label.clone()).unwrap_or(scheme.clone());
+        let _ = writeln!(
+            md,
+            "| {label} | {}/{} | {} | {} | {} |",
+            valid.len(),
+            runs.len(),
+            fmt(mean(&|s| Some(s.total.tput_mbps)), 2),
+            fmt(mean(&|s| s.total.p95_delay_ms), 2),
+            fmt(mean(&|s| Some(s.total.loss * 100.0)), 3),
+        );
+        let _ = n;
+        if let Ok(desc) = registry.get(scheme) {
+            points.push(SchemePoints {
+                label: desc.label.clone(),
+                color: desc.color.clone(),
+                marker: desc.marker.clone(),
+                runs: valid
+                    .iter()
+                    .filter_map(|s| s.total.p95_delay_ms.map(|d| (d, s.total.tput_mbps)))
+                    .collect(),
+            });
+        }
+    }
+    let _ = writeln!(md, "\n## Runs\n");
+    let _ = writeln!(md, "| scheme | run | status | tput (Mbit/s) | p95 delay (ms) | loss (%) | notes |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    for (scheme, runs) in &results {
+        for r in runs {
+            let (t, d, l) = match &r.stats {
+                Some(s) => (
+                    format!("{:.2}", s.total.tput_mbps),
+                    s.total.p95_delay_ms.map_or("N/A".into(), |d| format!("{d:.2}")),
+                    format!("{:.3}", s.total.loss * 100.0),
+                ),
+                None => ("—".into(), "—".into(), "—".into()),
+            };
+            let mut notes = r.flags.join("; ");
+            if let Some(reason) = &r.reason {
+                notes = format!("{reason}{}{notes}", if notes.is_empty() { "" } else { "; " });
+            }
+            let status = if r.status == "ok" { "ok".to_owned() } else { r.status.to_uppercase() };
+            let _ = writeln!(
+                md,
+                "| {scheme} | {} | {status} | {t} | {d} | {l} | {} |",
+                r.run_id,
+                notes.replace('|', "\\|")
+            );
+        }
+    }
+    std::fs::write(dir.join("pantheon_summary.md"), &md)?;
+
+    let title = format!(
+        "local test in emulator, {run_times} run{} of {runtime_s}s each per scheme{}",
+        if run_times == 1 { "" } else { "s" },
+        if flows > 1 {
+            format!("\n{flows} flows with {}s interval between flows", meta["interval"])
+        } else {
+            String::new()
+        }
+    );
+    report::summary_plot(&dir.join("pantheon_summary.svg"), &title, &points, false)?;
+    report::summary_plot(
+        &dir.join("pantheon_summary_mean.svg"),
+        &format!("{title} (mean of all runs by scheme)"),
+        &points,
+        true,
+    )?;
+    Ok(md)
+}
+
+fn flow_json(f: &analyzer::FlowStats) -> Value {
+    // Pantheon's three keys, plus our extra `min_delay` (ms), named as such.
+    json!({"tput": f.tput_mbps, "delay": f.p95_delay_ms, "loss": f.loss, "min_delay": f.min_delay_ms})
+}
+
+/// Rewrites `<scheme>_stats_run<N>.log` as Pantheon's plot.py does: keep the runner's
+/// `Start at:`/`End at:`/`clock offset:` lines, then append the datalink statistics.
+fn write_stats_log(dir: &Path, scheme: &str, r: &RunResult) -> anyhow::Result<()> {
+    let path = dir.join(format!("{scheme}_stats_run{}.log", r.run_id));
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    let mut s: String = old
+        .lines()
+        .filter(|l| l.contains("Start at:") || l.contains("End at:") || l.contains("clock offset:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "\n# Below is generated by pantheon-rs analyze at {}",
+        crate::runner::utc_now()
+    );
+    match &r.stats {
+        Some(stats) => {
+            let _ = writeln!(s, "# Datalink statistics");
+            s.push_str(&report::stats_text(stats));
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "# Run {}: {}",
+                r.status.to_uppercase(),
+                r.reason.as_deref().unwrap_or("no reason recorded")
+            );
+        }
+    }
+    for f in &r.flags {
+        let _ = writeln!(s, "# Warning: {f}");
+    }
+    std::fs::write(&path, s).with_context(|| format!("write {}", path.display()))
+}

@@ -1,0 +1,437 @@
+//! The local experiment runner: Pantheon's `test.py local`, one run at a time.
+//!
+//! One run of one scheme (reference `pantheon.md` §2.4, with our namespaces instead of
+//! Mahimahi shells and tunnel managers):
+//!
+//! ```text
+//!  <tag>-rx<i> netns          <tag>-host netns              <tag>-emu netns          <tag>-tx<i> netns
+//!  receiver ── tunnel ── tunnel server :port ◄─ emu0 ══ferries══ ingress ◄─ tunnel client ── tunnel ── sender
+//!  100.64.0.3                       100.64.0.1 (MAHIMAHI_BASE)   100.64.0.2                  100.64.0.4
+//! ```
+//! 1. create the namespaces, start the emulator and one tunnel pair per flow (handshake);
+//! 2. start the side that runs first in each flow's namespace, wait `first_side_setup`;
+//! 3. start the other side of each flow, `interval` apart; record "Start at";
+//! 4. at `runtime`, record "End at", stop admitting new packets into the tunnels and let the
+//!    packets already in the path drain (so they are not counted lost), at most `drain_timeout`;
+//! 5. end the scheme's process groups (SIGTERM, then SIGKILL), the tunnels, the emulator, and
+//!    remove every namespace — on every exit path, as the resources' `Drop`s do it.
+//!
+//! A scheme process that exits before the end fails its run; the experiment goes on.
+
+use std::fs::File;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use emucal::mm::EmulatedPath;
+use emucal::runtime::{Emulator, OUTER_ADDR};
+use netns::NetNs;
+use serde::Serialize;
+use tunnel::io::{EndpointConfig, RunningEndpoint};
+use tunnel::log::Role;
+
+use crate::plan::ExperimentPlan;
+use crate::schemes::{Scheme, Side};
+
+/// Set by the Ctrl-C / SIGTERM handler: the runner finishes the current run's cleanup and stops.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The receiver side's tunnel address (pantheon-tunnel's server "private" address).
+pub const SERVER_PRIVATE: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 3);
+/// The sender side's tunnel address.
+pub const CLIENT_PRIVATE: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 4);
+
+/// How a run ended.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum RunOutcome {
+    /// Ran for the whole runtime.
+    Ok,
+    /// The scheme or the harness failed; the reason says which and why.
+    Failed {
+        /// What went wrong.
+        reason: String,
+    },
+    /// Stopped by Ctrl-C / SIGTERM.
+    Interrupted,
+}
+
+/// The record of one run, written to `pantheon_runs.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    /// Scheme name.
+    pub scheme: String,
+    /// Run id (1-based, as Pantheon).
+    pub run_id: u32,
+    /// How it ended.
+    #[serde(flatten)]
+    pub outcome: RunOutcome,
+    /// UTC time the second side started.
+    pub start: Option<String>,
+    /// UTC time the run's traffic was stopped.
+    pub end: Option<String>,
+    /// Remarks (qdisc used, drain result…).
+    pub notes: Vec<String>,
+    /// Packets dropped inside the emulator: (uplink, downlink).
+    pub emulator_drops: (u64, u64),
+}
+
+/// A scheme process: its own process group, ended on drop.
+struct SchemeProcess {
+    what: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl SchemeProcess {
+    /// Non-blocking check: `Some(description)` if it has exited.
+    fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(format!(
+                "{} exited early ({status}); last output: {}",
+                self.what,
+                tail(&self.log, 400)
+            )),
+            Ok(None) => None,
+            Err(e) => Some(format!("{}: {e}", self.what)),
+        }
+    }
+
+    /// SIGTERM to the group, up to 2 s grace, then SIGKILL; reaps the child.
+    fn stop(&mut self) {
+        let pgid = self.child.id();
+        netns::kill_group(pgid, libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The group may hold grandchildren even after the leader exited.
+        netns::kill_group(pgid, libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for SchemeProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn tail(path: &Path, max: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let t = text.trim();
+    let start = t.len().saturating_sub(max);
+    let start = (start..t.len()).find(|&i| t.is_char_boundary(i)).unwrap_or(t.len());
+    if t.is_empty() {
+        "(none)".into()
+    } else {
+        t[start..].replace('\n', " | ")
+    }
+}
+
+/// Everything one run creates. Fields drop in declaration order: processes first, then
+/// tunnels, the emulator, and last the namespaces they live in.
+#[derive(Default)]
+struct RunResources {
+    processes: Vec<SchemeProcess>,
+    endpoints: Vec<RunningEndpoint>,
+    emulator: Option<Emulator>,
+    namespaces: Vec<NetNs>,
+}
+
+impl RunResources {
+    fn netns(&mut self, name: String) -> anyhow::Result<usize> {
+        let ns = NetNs::create(&name).with_context(|| format!("create network namespace {name}"))?;
+        self.namespaces.push(ns);
+        Ok(self.namespaces.len() - 1)
+    }
+}
+
+/// File names of one run's files in the data directory.
+pub fn log_path(dir: &Path, scheme: &str, direction: &str, run: u32, flow: u16, kind: &str) -> PathBuf {
+    dir.join(analyzer::ingest::log_name(scheme, direction, run, flow, kind))
+}
+
+/// UTC now as Pantheon prints it.
+pub fn utc_now() -> String {
+    chrono::Utc::now().format("%a %d %b %Y %H:%M:%S %z").to_string()
+}
+
+/// Runs one scheme once. Never panics on scheme failure; returns the record.
+pub fn run_once(
+    plan: &ExperimentPlan,
+    path: &EmulatedPath,
+    scheme: &Scheme,
+    run_id: u32,
+    tag: &str,
+    progress: &dyn Fn(f64),
+) -> RunRecord {
+    let mut record = RunRecord {
+        scheme: scheme.name.clone(),
+        run_id,
+        outcome: RunOutcome::Ok,
+        start: None,
+        end: None,
+        notes: Vec::new(),
+        emulator_drops: (0, 0),
+    };
+    let mut res = RunResources::default();
+    let result = drive_run(plan, path, scheme, run_id, tag, &mut res, &mut record, progress);
+    if let Some(emu) = &res.emulator {
+        record.emulator_drops = (
+            emu.uplink.dropped.load(Ordering::Relaxed),
+            emu.downlink.dropped.load(Ordering::Relaxed),
+        );
+    }
+    // Tear down explicitly (the same happens on unwinding), then check nothing is left.
+    for p in &mut res.processes {
+        p.stop();
+    }
+    let leftovers: Vec<String> = res
+        .namespaces
+        .iter()
+        .filter_map(|ns| {
+            let pids = ns.pids();
+            (!pids.is_empty()).then(|| format!("{}: {pids:?}", ns.name()))
+        })
+        .collect();
+    drop(res);
+    if !leftovers.is_empty() {
+        record
+            .notes
+            .push(format!("processes still in namespaces at teardown: {}", leftovers.join("; ")));
+    }
+    if let Err(e) = result {
+        record.outcome = if INTERRUPTED.load(Ordering::SeqCst) {
+            RunOutcome::Interrupted
+        } else {
+            RunOutcome::Failed {
+                reason: format!("{e:#}"),
+            }
+        };
+    }
+    // Pantheon's `<scheme>_stats_run<N>.log` starts with these lines; analysis appends.
+    let mut head = String::new();
+    if let Some(s) = &record.start {
+        head.push_str(&format!("Start at: {s}\n"));
+    }
+    if let Some(e) = &record.end {
+        head.push_str(&format!("End at: {e}\n"));
+    }
+    let _ = std::fs::write(
+        plan.data_dir.join(format!("{}_stats_run{run_id}.log", scheme.name)),
+        head,
+    );
+    record
+}
+
+#[allow(clippy::too_many_arguments)]
+fn drive_run(
+    plan: &ExperimentPlan,
+    path: &EmulatedPath,
+    scheme: &Scheme,
+    run_id: u32,
+    tag: &str,
+    res: &mut RunResources,
+    record: &mut RunRecord,
+    progress: &dyn Fn(f64),
+) -> anyhow::Result<()> {
+    let dir = &plan.data_dir;
+    let host = res.netns(format!("{tag}-host"))?;
+    let emu = res.netns(format!("{tag}-emu"))?;
+    res.emulator = Some(
+        Emulator::start(path, &res.namespaces[host], &res.namespaces[emu], plan.seed ^ u64::from(run_id))
+            .context("start the emulator")?,
+    );
+
+    // One tunnel pair per flow, each with its own two namespaces.
+    let mut flow_ns = Vec::new();
+    for flow in 1..=plan.flows {
+        let rx = res.netns(format!("{tag}-rx{flow}"))?;
+        let tx = res.netns(format!("{tag}-tx{flow}"))?;
+        let lp = |d: &str, k: &str| log_path(dir, &scheme.name, d, run_id, flow, k);
+        let server = tunnel::io::start(
+            EndpointConfig {
+                role: Role::Server,
+                flow,
+                sender_side: false,
+                ingress_log: lp("datalink", "ingress"),
+                egress_log: lp("acklink", "egress"),
+                local_private: SERVER_PRIVATE,
+                peer_private: CLIENT_PRIVATE,
+                path_mtu: 1500,
+                udp_addr: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            },
+            Some(&res.namespaces[host]),
+            &res.namespaces[rx],
+        )
+        .context("start tunnel server")?;
+        let port = server.local_udp.port();
+        res.endpoints.push(server);
+        let client = tunnel::io::start(
+            EndpointConfig {
+                role: Role::Client,
+                flow,
+                sender_side: true,
+                ingress_log: lp("acklink", "ingress"),
+                egress_log: lp("datalink", "egress"),
+                local_private: CLIENT_PRIVATE,
+                peer_private: SERVER_PRIVATE,
+                path_mtu: 1500,
+                udp_addr: SocketAddrV4::new(OUTER_ADDR, port),
+            },
+            Some(&res.namespaces[emu]),
+            &res.namespaces[tx],
+        )
+        .context("start tunnel client")?;
+        res.endpoints.push(client);
+        flow_ns.push((rx, tx));
+    }
+    let connected = tunnel::io::wait_until(Duration::from_secs(10), || {
+        res.endpoints.iter().all(|e| e.control.is_connected())
+    });
+    if !connected {
+        let why: Vec<String> = res.endpoints.iter().filter_map(|e| e.control.error()).collect();
+        return Err(anyhow!(
+            "tunnel not established within 10 s{}",
+            if why.is_empty() { String::new() } else { format!(": {}", why.join("; ")) }
+        ));
+    }
+
+    if let Some(q) = &scheme.preferred_qdisc {
+        let mut installed = 0;
+        let mut error = String::new();
+        for &(_, tx) in &flow_ns {
+            match res.namespaces[tx].run_in(|| {
+                netns::run_command("tc", &["qdisc", "replace", "dev", "tunnel", "root", q])
+            }) {
+                Ok(Ok(())) => installed += 1,
+                Ok(Err(e)) => error = e.to_string(),
+                Err(e) => error = e.to_string(),
+            }
+        }
+        record.notes.push(if installed == flow_ns.len() {
+            format!("{q} qdisc installed on the sender's tunnel device")
+        } else {
+            format!(
+                "{q} qdisc unavailable in this kernel ({}); TCP's internal pacing was used",
+                error.lines().last().unwrap_or("").trim()
+            )
+        });
+    }
+
+    // First side of every flow.
+    let (first, second) = match scheme.run_first {
+        Side::Receiver => (Side::Receiver, Side::Sender),
+        Side::Sender => (Side::Sender, Side::Receiver),
+    };
+    let ns_of = |side: Side, (rx, tx): (usize, usize)| match side {
+        Side::Receiver => (rx, SERVER_PRIVATE),
+        Side::Sender => (tx, CLIENT_PRIVATE),
+    };
+    let port = 50_000;
+    for (i, &pair) in flow_ns.iter().enumerate() {
+        let (ns, _) = ns_of(first, pair);
+        let argv = scheme.argv(first, "", port);
+        let p = spawn(&res.namespaces[ns], &argv, dir, &scheme.name, run_id, i + 1, first)?;
+        res.processes.push(p);
+    }
+    sleep_checked(plan.first_side_setup, res)?;
+
+    // Second sides, `interval` apart.
+    let start = Instant::now();
+    record.start = Some(utc_now());
+    for (i, &pair) in flow_ns.iter().enumerate() {
+        if i > 0 {
+            sleep_checked(plan.interval, res)?;
+        }
+        let (ns, _) = ns_of(second, pair);
+        let (_, first_ip) = ns_of(first, pair);
+        let argv = scheme.argv(second, &first_ip.to_string(), port);
+        let p = spawn(&res.namespaces[ns], &argv, dir, &scheme.name, run_id, i + 1, second)?;
+        res.processes.push(p);
+    }
+    let runtime = plan.runtime;
+    while start.elapsed() < runtime {
+        check_processes(res)?;
+        progress(start.elapsed().as_secs_f64() / runtime.as_secs_f64());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    record.end = Some(utc_now());
+    progress(1.0);
+
+    // Drain: nothing new enters; what is in the path may still leave and be logged.
+    for e in &res.endpoints {
+        e.control.stop_admitting();
+    }
+    let emulator = res.emulator.as_ref().expect("started above");
+    let drained = tunnel::io::wait_until(plan.drain_timeout, || emulator.held() == 0);
+    std::thread::sleep(Duration::from_millis(50));
+    if !drained {
+        record.notes.push(format!(
+            "{} packets were still in the emulated path after the {:.0} s drain: counted lost",
+            emulator.held(),
+            plan.drain_timeout.as_secs_f64()
+        ));
+    }
+    Ok(())
+}
+
+fn spawn(
+    ns: &NetNs,
+    argv: &[String],
+    dir: &Path,
+    scheme: &str,
+    run_id: u32,
+    flow: usize,
+    side: Side,
+) -> anyhow::Result<SchemeProcess> {
+    let side_name = match side {
+        Side::Receiver => "receiver",
+        Side::Sender => "sender",
+    };
+    let log = dir.join(format!("{scheme}_run{run_id}_flow{flow}.{side_name}.out"));
+    let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
+    let err = out.try_clone()?;
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    ns.spawn_into(&mut cmd);
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("start {side_name} `{}`", argv.join(" ")))?;
+    Ok(SchemeProcess {
+        what: format!("{side_name} of flow {flow} (`{}`)", argv.join(" ")),
+        child,
+        log,
+    })
+}
+
+fn check_processes(res: &mut RunResources) -> anyhow::Result<()> {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        return Err(anyhow!("interrupted"));
+    }
+    for p in &mut res.processes {
+        if let Some(why) = p.exited() {
+            return Err(anyhow!(why));
+        }
+    }
+    Ok(())
+}
+
+fn sleep_checked(d: Duration, res: &mut RunResources) -> anyhow::Result<()> {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        check_processes(res)?;
+        std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
+    }
+    check_processes(res)
+}

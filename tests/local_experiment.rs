@@ -1,0 +1,179 @@
+//! End-to-end local experiments: real kernel TCP through our tunnel over our emulator, checked
+//! against the acceptance figures. Needs root, iproute2 and iperf3 (CI installs them).
+//! Experiments run one at a time (a lock), because two at once would share the two CPUs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const TRACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces/10mbps.trace");
+
+struct Experiment {
+    dir: PathBuf,
+    output: String,
+}
+
+impl Drop for Experiment {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Experiment {
+    fn perf(&self) -> Value {
+        read_json(&self.dir.join("pantheon_perf.json"))
+    }
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn iperf3_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "iperf3")
+        })
+        .collect()
+}
+
+/// Runs `pantheon run local` for `runtime` seconds per run with `args`, then asserts that nothing it created is left:
+/// no namespace with the run's prefix, no iperf3 process that was not there before.
+fn run(name: &str, runtime: &str, args: &[&str]) -> Experiment {
+    let dir = std::env::temp_dir().join(format!("pantheon-e2e-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let before = iperf3_pids();
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args(["run", "local", "--runtime", runtime, "--seed", "42"])
+        .args(["--uplink-trace", TRACE, "--downlink-trace", TRACE])
+        .arg("--data-dir")
+        .arg(&dir)
+        .args(args)
+        .output()
+        .expect("run pantheon");
+    let output = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "pantheon failed:\n{output}");
+    let exp = Experiment { dir, output };
+
+    let meta = read_json(&exp.dir.join("pantheon_metadata.json"));
+    let prefix = meta["netns_prefix"].as_str().unwrap().to_owned();
+    let left: Vec<String> = netns::list_named()
+        .into_iter()
+        .filter(|n| n.starts_with(&format!("{prefix}-")))
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+    let new: Vec<u32> = iperf3_pids().into_iter().filter(|p| !before.contains(p)).collect();
+    assert!(new.is_empty(), "iperf3 processes left behind: {new:?}");
+    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    let links = String::from_utf8_lossy(&links.stdout);
+    assert!(!links.contains("emu0") && !links.contains(" tunnel"), "devices left: {links}");
+    exp
+}
+
+fn total(exp: &Experiment, scheme: &str) -> Value {
+    exp.perf()[scheme]["1"]["all"].clone()
+}
+
+#[test]
+fn cubic_over_10mbps_28ms_infinite_queue() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exp = run("infinite", "10", &["--schemes", "cubic", "--prepend-mm-cmds", "mm-delay 28"]);
+    let t = total(&exp, "cubic");
+    let (tput, loss, min_delay) = (
+        t["tput"].as_f64().unwrap(),
+        t["loss"].as_f64().unwrap(),
+        t["min_delay"].as_f64().unwrap(),
+    );
+    assert!((9.0..=10.1).contains(&tput), "throughput {tput} Mbit/s\n{}", exp.output);
+    assert!(min_delay >= 28.0, "a one-way delay below 28 ms: {min_delay}");
+    assert!(loss < 0.001, "loss {loss}");
+    // The results directory has Pantheon's files.
+    for f in ["cubic_stats_run1.log", "pantheon_summary.svg", "pantheon_summary_mean.svg", "pantheon_summary.md"] {
+        assert!(exp.dir.join(f).exists(), "{f} missing");
+    }
+    let stats = std::fs::read_to_string(exp.dir.join("cubic_stats_run1.log")).unwrap();
+    assert!(stats.starts_with("Start at: "), "{stats}");
+    assert!(stats.contains("-- Total of 1 flow:\nAverage throughput: "), "{stats}");
+}
+
+#[test]
+fn cubic_with_droptail_50_packets() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exp = run(
+        "droptail",
+        "10",
+        &[
+            "--schemes",
+            "cubic",
+            "--prepend-mm-cmds",
+            "mm-delay 28",
+            "--extra-mm-link-args",
+            "--uplink-queue=droptail --uplink-queue-args=packets=50",
+        ],
+    );
+    let t = total(&exp, "cubic");
+    let (tput, delay) = (t["tput"].as_f64().unwrap(), t["delay"].as_f64().unwrap());
+    assert!(tput >= 9.0, "throughput {tput}\n{}", exp.output);
+    assert!(delay <= 95.0, "p95 one-way delay {delay} ms");
+    // 50 packets × 1.2 ms + 28 ms: the queue really was bounded (an infinite one gives ≫ 100).
+    assert!(delay >= 60.0, "p95 one-way delay {delay} ms: the queue never filled?");
+}
+
+#[test]
+fn cubic_with_iid_loss_both_ways() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exp = run(
+        "loss",
+        "10",
+        &[
+            "--schemes",
+            "cubic",
+            "--prepend-mm-cmds",
+            "mm-delay 28 mm-loss uplink 0.004 mm-loss downlink 0.004",
+        ],
+    );
+    let loss = total(&exp, "cubic")["loss"].as_f64().unwrap();
+    assert!((0.002..=0.010).contains(&loss), "loss rate {loss}\n{}", exp.output);
+}
+
+#[test]
+fn failing_scheme_does_not_stop_the_next_one() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/schemes");
+    let exp = run(
+        "failing",
+        "4",
+        &[
+            "--schemes",
+            "broken cubic",
+            "--schemes-dir",
+            fixtures,
+            "--prepend-mm-cmds",
+            "mm-delay 5",
+        ],
+    );
+    let runs = read_json(&exp.dir.join("pantheon_runs.json"));
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["scheme"], "broken");
+    assert_eq!(runs[0]["status"], "failed");
+    let reason = runs[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("exit status: 3") && reason.contains("cannot reach"), "{reason}");
+    assert_eq!(runs[1]["scheme"], "cubic");
+    assert_eq!(runs[1]["status"], "ok");
+    assert!(total(&exp, "cubic")["tput"].as_f64().unwrap() > 5.0);
+    let summary = std::fs::read_to_string(exp.dir.join("pantheon_summary.md")).unwrap();
+    assert!(summary.contains("| broken | 1 | FAILED |"), "{summary}");
+    assert!(exp.output.contains("broken run 1: FAILED"), "{}", exp.output);
+}
