@@ -73,11 +73,17 @@ fn run(name: &str, runtime: &str, args: &[&str]) -> Experiment {
         .filter(|n| n.starts_with(&format!("{prefix}-")))
         .collect();
     assert!(left.is_empty(), "namespaces left behind: {left:?}");
-    let new: Vec<u32> = iperf3_pids().into_iter().filter(|p| !before.contains(p)).collect();
+    let new: Vec<u32> = iperf3_pids()
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
     assert!(new.is_empty(), "iperf3 processes left behind: {new:?}");
     let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
     let links = String::from_utf8_lossy(&links.stdout);
-    assert!(!links.contains("emu0") && !links.contains(" tunnel"), "devices left: {links}");
+    assert!(
+        !links.contains("emu0") && !links.contains(" tunnel"),
+        "devices left: {links}"
+    );
     exp
 }
 
@@ -88,23 +94,42 @@ fn total(exp: &Experiment, scheme: &str) -> Value {
 #[test]
 fn cubic_over_10mbps_28ms_infinite_queue() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let exp = run("infinite", "10", &["--schemes", "cubic", "--prepend-mm-cmds", "mm-delay 28"]);
+    let exp = run(
+        "infinite",
+        "10",
+        &["--schemes", "cubic", "--prepend-mm-cmds", "mm-delay 28"],
+    );
     let t = total(&exp, "cubic");
     let (tput, loss, min_delay) = (
         t["tput"].as_f64().unwrap(),
         t["loss"].as_f64().unwrap(),
         t["min_delay"].as_f64().unwrap(),
     );
-    assert!((9.0..=10.1).contains(&tput), "throughput {tput} Mbit/s\n{}", exp.output);
-    assert!(min_delay >= 28.0, "a one-way delay below 28 ms: {min_delay}");
+    assert!(
+        (9.0..=10.1).contains(&tput),
+        "throughput {tput} Mbit/s\n{}",
+        exp.output
+    );
+    assert!(
+        min_delay >= 28.0,
+        "a one-way delay below 28 ms: {min_delay}"
+    );
     assert!(loss < 0.001, "loss {loss}");
     // The results directory has Pantheon's files.
-    for f in ["cubic_stats_run1.log", "pantheon_summary.svg", "pantheon_summary_mean.svg", "pantheon_summary.md"] {
+    for f in [
+        "cubic_stats_run1.log",
+        "pantheon_summary.svg",
+        "pantheon_summary_mean.svg",
+        "pantheon_summary.md",
+    ] {
         assert!(exp.dir.join(f).exists(), "{f} missing");
     }
     let stats = std::fs::read_to_string(exp.dir.join("cubic_stats_run1.log")).unwrap();
     assert!(stats.starts_with("Start at: "), "{stats}");
-    assert!(stats.contains("-- Total of 1 flow:\nAverage throughput: "), "{stats}");
+    assert!(
+        stats.contains("-- Total of 1 flow:\nAverage throughput: "),
+        "{stats}"
+    );
 }
 
 #[test]
@@ -127,7 +152,10 @@ fn cubic_with_droptail_50_packets() {
     assert!(tput >= 9.0, "throughput {tput}\n{}", exp.output);
     assert!(delay <= 95.0, "p95 one-way delay {delay} ms");
     // 50 packets × 1.2 ms + 28 ms: the queue really was bounded (an infinite one gives ≫ 100).
-    assert!(delay >= 60.0, "p95 one-way delay {delay} ms: the queue never filled?");
+    assert!(
+        delay >= 60.0,
+        "p95 one-way delay {delay} ms: the queue never filled?"
+    );
 }
 
 #[test]
@@ -144,7 +172,11 @@ fn cubic_with_iid_loss_both_ways() {
         ],
     );
     let loss = total(&exp, "cubic")["loss"].as_f64().unwrap();
-    assert!((0.002..=0.010).contains(&loss), "loss rate {loss}\n{}", exp.output);
+    assert!(
+        (0.002..=0.010).contains(&loss),
+        "loss rate {loss}\n{}",
+        exp.output
+    );
 }
 
 #[test]
@@ -169,11 +201,18 @@ fn failing_scheme_does_not_stop_the_next_one() {
     assert_eq!(runs[0]["scheme"], "broken");
     assert_eq!(runs[0]["status"], "failed");
     let reason = runs[0]["reason"].as_str().unwrap();
-    assert!(reason.contains("exit status: 3") && reason.contains("cannot reach"), "{reason}");
+    assert!(
+        reason.contains("exit status: 3") && reason.contains("cannot reach"),
+        "{reason}"
+    );
     assert_eq!(runs[1]["scheme"], "cubic");
     assert_eq!(runs[1]["status"], "ok");
     assert!(total(&exp, "cubic")["tput"].as_f64().unwrap() > 5.0);
     let summary = std::fs::read_to_string(exp.dir.join("pantheon_summary.md")).unwrap();
     assert!(summary.contains("| broken | 1 | FAILED |"), "{summary}");
-    assert!(exp.output.contains("broken run 1: FAILED"), "{}", exp.output);
+    assert!(
+        exp.output.contains("broken run 1: FAILED"),
+        "{}",
+        exp.output
+    );
 }

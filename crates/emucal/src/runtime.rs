@@ -111,7 +111,8 @@ impl Emulator {
             INNER_DEV,
         ])?;
         for dev in [&outer_dev, &inner_dev] {
-            set_nonblocking(dev.as_raw_fd()).map_err(io("set TUN non-blocking"))?;
+            dev.set_nonblocking(true)
+                .map_err(io("set TUN non-blocking"))?;
         }
 
         let stop = Arc::new(AtomicBool::new(false));
@@ -165,17 +166,6 @@ impl Drop for Emulator {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn set_nonblocking(fd: i32) -> std::io::Result<()> {
-    // SAFETY: fcntl on an fd we own.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// Packets read per wake-up before the pipeline is advanced (bounded work per loop).

@@ -57,7 +57,9 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
                 .and_then(|r| r["status"].as_str())
                 .unwrap_or("ok")
                 .to_owned();
-            let reason = recorded.and_then(|r| r["reason"].as_str()).map(str::to_owned);
+            let reason = recorded
+                .and_then(|r| r["reason"].as_str())
+                .map(str::to_owned);
             let mut rr = RunResult {
                 run_id,
                 status: status.clone(),
@@ -69,8 +71,9 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
                 match analyzer::ingest::read_run(dir, scheme, run_id) {
                     Ok(frames) => {
                         rr.flags.extend(frames.warnings.iter().cloned());
-                        let stats = analyzer::metrics::run_stats(&frames.arrivals, &frames.departures)
-                            .with_context(|| format!("metrics of {scheme} run {run_id}"))?;
+                        let stats =
+                            analyzer::metrics::run_stats(&frames.arrivals, &frames.departures)
+                                .with_context(|| format!("metrics of {scheme} run {run_id}"))?;
                         let dur_s = stats.total.duration_ms / 1000.0;
                         if dur_s < 0.8 * runtime_s {
                             rr.flags.push(format!(
@@ -143,7 +146,10 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
             (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
         };
         let fmt = |v: Option<f64>, p: usize| v.map_or("N/A".to_owned(), |x| format!("{x:.p$}"));
-        let label = registry.get(scheme).map(|s| s.label.clone()).unwrap_or(scheme.clone());
+        let label = registry
+            .get(scheme)
+            .map(|s| s.label.clone())
+            .unwrap_or(scheme.clone());
         let _ = writeln!(
             md,
             "| {label} | {}/{} | {} | {} | {} |",
@@ -167,23 +173,35 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
         }
     }
     let _ = writeln!(md, "\n## Runs\n");
-    let _ = writeln!(md, "| scheme | run | status | tput (Mbit/s) | p95 delay (ms) | loss (%) | notes |");
+    let _ = writeln!(
+        md,
+        "| scheme | run | status | tput (Mbit/s) | p95 delay (ms) | loss (%) | notes |"
+    );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|");
     for (scheme, runs) in &results {
         for r in runs {
             let (t, d, l) = match &r.stats {
                 Some(s) => (
                     format!("{:.2}", s.total.tput_mbps),
-                    s.total.p95_delay_ms.map_or("N/A".into(), |d| format!("{d:.2}")),
+                    s.total
+                        .p95_delay_ms
+                        .map_or("N/A".into(), |d| format!("{d:.2}")),
                     format!("{:.3}", s.total.loss * 100.0),
                 ),
                 None => ("—".into(), "—".into(), "—".into()),
             };
             let mut notes = r.flags.join("; ");
             if let Some(reason) = &r.reason {
-                notes = format!("{reason}{}{notes}", if notes.is_empty() { "" } else { "; " });
+                notes = format!(
+                    "{reason}{}{notes}",
+                    if notes.is_empty() { "" } else { "; " }
+                );
             }
-            let status = if r.status == "ok" { "ok".to_owned() } else { r.status.to_uppercase() };
+            let status = if r.status == "ok" {
+                "ok".to_owned()
+            } else {
+                r.status.to_uppercase()
+            };
             let _ = writeln!(
                 md,
                 "| {scheme} | {} | {status} | {t} | {d} | {l} | {} |",
@@ -198,7 +216,10 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
         "local test in emulator, {run_times} run{} of {runtime_s}s each per scheme{}",
         if run_times == 1 { "" } else { "s" },
         if flows > 1 {
-            format!("\n{flows} flows with {}s interval between flows", meta["interval"])
+            format!(
+                "\n{flows} flows with {}s interval between flows",
+                meta["interval"]
+            )
         } else {
             String::new()
         }

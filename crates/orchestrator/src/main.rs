@@ -7,10 +7,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use pantheon_orchestrator::analyze;
 use pantheon_orchestrator::plan::{write_constant_trace, write_json, ExperimentPlan};
 use pantheon_orchestrator::runner::{self, RunOutcome, INTERRUPTED};
 use pantheon_orchestrator::schemes::{Registry, SystemInfo};
-use pantheon_orchestrator::analyze;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -204,7 +204,8 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 fn secs(s: f64, flag: &str) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("{flag} must be a non-negative number of seconds"))
+    Duration::try_from_secs_f64(s)
+        .map_err(|_| anyhow::anyhow!("{flag} must be a non-negative number of seconds"))
 }
 
 fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {

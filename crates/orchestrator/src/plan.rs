@@ -109,9 +109,15 @@ impl ExperimentPlan {
         m.insert("emulator_command", json!(path.command_line));
         m.insert("emulator", json!(path.shells));
         m.insert("seed", json!(self.seed));
-        m.insert("first_side_setup", json!(self.first_side_setup.as_secs_f64()));
+        m.insert(
+            "first_side_setup",
+            json!(self.first_side_setup.as_secs_f64()),
+        );
         m.insert("drain_timeout", json!(self.drain_timeout.as_secs_f64()));
-        m.insert("harness", json!(format!("pantheon-rs {}", env!("CARGO_PKG_VERSION"))));
+        m.insert(
+            "harness",
+            json!(format!("pantheon-rs {}", env!("CARGO_PKG_VERSION"))),
+        );
         m.insert("generated_at", json!(crate::runner::utc_now()));
         json!(m)
     }

@@ -127,7 +127,9 @@ fn tail(path: &Path, max: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let t = text.trim();
     let start = t.len().saturating_sub(max);
-    let start = (start..t.len()).find(|&i| t.is_char_boundary(i)).unwrap_or(t.len());
+    let start = (start..t.len())
+        .find(|&i| t.is_char_boundary(i))
+        .unwrap_or(t.len());
     if t.is_empty() {
         "(none)".into()
     } else {
@@ -147,20 +149,32 @@ struct RunResources {
 
 impl RunResources {
     fn netns(&mut self, name: String) -> anyhow::Result<usize> {
-        let ns = NetNs::create(&name).with_context(|| format!("create network namespace {name}"))?;
+        let ns =
+            NetNs::create(&name).with_context(|| format!("create network namespace {name}"))?;
         self.namespaces.push(ns);
         Ok(self.namespaces.len() - 1)
     }
 }
 
 /// File names of one run's files in the data directory.
-pub fn log_path(dir: &Path, scheme: &str, direction: &str, run: u32, flow: u16, kind: &str) -> PathBuf {
-    dir.join(analyzer::ingest::log_name(scheme, direction, run, flow, kind))
+pub fn log_path(
+    dir: &Path,
+    scheme: &str,
+    direction: &str,
+    run: u32,
+    flow: u16,
+    kind: &str,
+) -> PathBuf {
+    dir.join(analyzer::ingest::log_name(
+        scheme, direction, run, flow, kind,
+    ))
 }
 
 /// UTC now as Pantheon prints it.
 pub fn utc_now() -> String {
-    chrono::Utc::now().format("%a %d %b %Y %H:%M:%S %z").to_string()
+    chrono::Utc::now()
+        .format("%a %d %b %Y %H:%M:%S %z")
+        .to_string()
 }
 
 /// Runs one scheme once. Never panics on scheme failure; returns the record.
@@ -182,7 +196,16 @@ pub fn run_once(
         emulator_drops: (0, 0),
     };
     let mut res = RunResources::default();
-    let result = drive_run(plan, path, scheme, run_id, tag, &mut res, &mut record, progress);
+    let result = drive_run(
+        plan,
+        path,
+        scheme,
+        run_id,
+        tag,
+        &mut res,
+        &mut record,
+        progress,
+    );
     if let Some(emu) = &res.emulator {
         record.emulator_drops = (
             emu.uplink.dropped.load(Ordering::Relaxed),
@@ -203,9 +226,10 @@ pub fn run_once(
         .collect();
     drop(res);
     if !leftovers.is_empty() {
-        record
-            .notes
-            .push(format!("processes still in namespaces at teardown: {}", leftovers.join("; ")));
+        record.notes.push(format!(
+            "processes still in namespaces at teardown: {}",
+            leftovers.join("; ")
+        ));
     }
     if let Err(e) = result {
         record.outcome = if INTERRUPTED.load(Ordering::SeqCst) {
@@ -225,7 +249,8 @@ pub fn run_once(
         head.push_str(&format!("End at: {e}\n"));
     }
     let _ = std::fs::write(
-        plan.data_dir.join(format!("{}_stats_run{run_id}.log", scheme.name)),
+        plan.data_dir
+            .join(format!("{}_stats_run{run_id}.log", scheme.name)),
         head,
     );
     record
@@ -246,8 +271,13 @@ fn drive_run(
     let host = res.netns(format!("{tag}-host"))?;
     let emu = res.netns(format!("{tag}-emu"))?;
     res.emulator = Some(
-        Emulator::start(path, &res.namespaces[host], &res.namespaces[emu], plan.seed ^ u64::from(run_id))
-            .context("start the emulator")?,
+        Emulator::start(
+            path,
+            &res.namespaces[host],
+            &res.namespaces[emu],
+            plan.seed ^ u64::from(run_id),
+        )
+        .context("start the emulator")?,
     );
 
     // One tunnel pair per flow, each with its own two namespaces.
@@ -297,10 +327,18 @@ fn drive_run(
         res.endpoints.iter().all(|e| e.control.is_connected())
     });
     if !connected {
-        let why: Vec<String> = res.endpoints.iter().filter_map(|e| e.control.error()).collect();
+        let why: Vec<String> = res
+            .endpoints
+            .iter()
+            .filter_map(|e| e.control.error())
+            .collect();
         return Err(anyhow!(
             "tunnel not established within 10 s{}",
-            if why.is_empty() { String::new() } else { format!(": {}", why.join("; ")) }
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", why.join("; "))
+            }
         ));
     }
 
@@ -339,7 +377,15 @@ fn drive_run(
     for (i, &pair) in flow_ns.iter().enumerate() {
         let (ns, _) = ns_of(first, pair);
         let argv = scheme.argv(first, "", port);
-        let p = spawn(&res.namespaces[ns], &argv, dir, &scheme.name, run_id, i + 1, first)?;
+        let p = spawn(
+            &res.namespaces[ns],
+            &argv,
+            dir,
+            &scheme.name,
+            run_id,
+            i + 1,
+            first,
+        )?;
         res.processes.push(p);
     }
     sleep_checked(plan.first_side_setup, res)?;
@@ -354,7 +400,15 @@ fn drive_run(
         let (ns, _) = ns_of(second, pair);
         let (_, first_ip) = ns_of(first, pair);
         let argv = scheme.argv(second, &first_ip.to_string(), port);
-        let p = spawn(&res.namespaces[ns], &argv, dir, &scheme.name, run_id, i + 1, second)?;
+        let p = spawn(
+            &res.namespaces[ns],
+            &argv,
+            dir,
+            &scheme.name,
+            run_id,
+            i + 1,
+            second,
+        )?;
         res.processes.push(p);
     }
     let runtime = plan.runtime;
@@ -431,7 +485,9 @@ fn sleep_checked(d: Duration, res: &mut RunResources) -> anyhow::Result<()> {
     let end = Instant::now() + d;
     while Instant::now() < end {
         check_processes(res)?;
-        std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
+        std::thread::sleep(
+            Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())),
+        );
     }
     check_processes(res)
 }

@@ -242,10 +242,12 @@ impl Registry {
 
     /// The scheme called `name`.
     pub fn get(&self, name: &str) -> Result<&Scheme, RegistryError> {
-        self.schemes.get(name).ok_or_else(|| RegistryError::Unknown {
-            name: name.to_owned(),
-            known: self.schemes.keys().cloned().collect::<Vec<_>>().join(", "),
-        })
+        self.schemes
+            .get(name)
+            .ok_or_else(|| RegistryError::Unknown {
+                name: name.to_owned(),
+                known: self.schemes.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
     }
 
     /// All schemes, by name.
@@ -266,8 +268,14 @@ mod tests {
             assert_eq!(s.run_first, Side::Receiver);
             assert_eq!(s.tcp_congestion_control.as_deref(), Some(name));
         }
-        let argv = r.get("cubic").unwrap().argv(Side::Sender, "100.64.0.3", 5001);
-        assert_eq!(&argv[..5], ["iperf3", "--client", "100.64.0.3", "--port", "5001"]);
+        let argv = r
+            .get("cubic")
+            .unwrap()
+            .argv(Side::Sender, "100.64.0.3", 5001);
+        assert_eq!(
+            &argv[..5],
+            ["iperf3", "--client", "100.64.0.3", "--port", "5001"]
+        );
         assert!(r.get("nope").unwrap_err().to_string().contains("cubic"));
     }
 

@@ -178,7 +178,8 @@ pub fn start(
         "dev",
         TUN_NAME,
     ])?;
-    set_nonblocking(tun.as_raw_fd()).map_err(io_err("set TUN non-blocking"))?;
+    tun.set_nonblocking(true)
+        .map_err(io_err("set TUN non-blocking"))?;
 
     let (ingress_dir, egress_dir) = if cfg.sender_side {
         (Direction::Acklink, Direction::Datalink)
@@ -230,17 +231,6 @@ pub fn start(
         local_udp,
         thread: Some(thread),
     })
-}
-
-fn set_nonblocking(fd: i32) -> std::io::Result<()> {
-    // SAFETY: fcntl on an fd we own.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 fn set_buffer(socket: &UdpSocket, opt: i32, bytes: i32) {
