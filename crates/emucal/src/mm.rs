@@ -193,22 +193,15 @@ impl EmulatedPath {
             downlink_queue,
         });
         shells.extend(parse_shells(append)?);
-        let mut parts: Vec<String> = Vec::new();
-        for p in [prepend.trim().to_owned()] {
-            if !p.is_empty() {
-                parts.push(p);
-            }
-        }
-        parts.push(format!(
+        let link = format!(
             "mm-link {} {}",
             uplink_trace.display(),
             downlink_trace.display()
-        ));
-        for p in [extra_link_args.trim(), append.trim()] {
-            if !p.is_empty() {
-                parts.push(p.to_owned());
-            }
-        }
+        );
+        let parts: Vec<&str> = [prepend.trim(), &link, extra_link_args.trim(), append.trim()]
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .collect();
         Ok(EmulatedPath {
             shells,
             command_line: parts.join(" "),

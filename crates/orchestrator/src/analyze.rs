@@ -140,7 +140,6 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
             .filter(|r| r.flags.iter().all(|f| !f.starts_with("short run")))
             .filter_map(|r| r.stats.as_ref())
             .collect();
-        let n = valid.len() as f64;
         let mean = |f: &dyn Fn(&RunStats) -> Option<f64>| -> Option<f64> {
             let v: Vec<f64> = valid.iter().filter_map(|s| f(s)).collect();
             (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
@@ -159,7 +158,6 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
             fmt(mean(&|s| s.total.p95_delay_ms), 2),
             fmt(mean(&|s| Some(s.total.loss * 100.0)), 3),
         );
-        let _ = n;
         if let Ok(desc) = registry.get(scheme) {
             points.push(SchemePoints {
                 label: desc.label.clone(),
