@@ -374,9 +374,10 @@ fn drive_run(
         Side::Sender => (tx, CLIENT_PRIVATE),
     };
     let port = 50_000;
-    for (i, &pair) in flow_ns.iter().enumerate() {
-        let (ns, _) = ns_of(first, pair);
-        let argv = scheme.argv(first, "", port);
+    // Starts `side` of flow `i` (0-based) in its namespace; `ip` is the first side's address.
+    let start_side = |res: &mut RunResources, side: Side, ip: &str, i: usize| {
+        let (ns, _) = ns_of(side, flow_ns[i]);
+        let argv = scheme.argv(side, ip, port);
         let p = spawn(
             &res.namespaces[ns],
             &argv,
@@ -384,9 +385,13 @@ fn drive_run(
             &scheme.name,
             run_id,
             i + 1,
-            first,
+            side,
         )?;
         res.processes.push(p);
+        anyhow::Ok(())
+    };
+    for i in 0..flow_ns.len() {
+        start_side(res, first, "", i)?;
     }
     sleep_checked(plan.first_side_setup, res)?;
 
@@ -397,19 +402,8 @@ fn drive_run(
         if i > 0 {
             sleep_checked(plan.interval, res)?;
         }
-        let (ns, _) = ns_of(second, pair);
         let (_, first_ip) = ns_of(first, pair);
-        let argv = scheme.argv(second, &first_ip.to_string(), port);
-        let p = spawn(
-            &res.namespaces[ns],
-            &argv,
-            dir,
-            &scheme.name,
-            run_id,
-            i + 1,
-            second,
-        )?;
-        res.processes.push(p);
+        start_side(res, second, &first_ip.to_string(), i)?;
     }
     let runtime = plan.runtime;
     while start.elapsed() < runtime {
