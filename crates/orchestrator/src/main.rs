@@ -230,10 +230,18 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     }
     std::fs::create_dir_all(&a.data_dir)
         .with_context(|| format!("create {}", a.data_dir.display()))?;
-    let default_trace = || -> anyhow::Result<PathBuf> {
+    // Pantheon's default trace (12 Mbit/s), written once if either direction needs it.
+    let default_trace = if a.uplink_trace.is_some() && a.downlink_trace.is_some() {
+        None
+    } else {
         let p = a.data_dir.join("12mbps.trace");
         write_constant_trace(&p, 12.0)?;
-        Ok(p)
+        Some(p)
+    };
+    let trace_or_default = |t: &Option<PathBuf>| {
+        t.clone()
+            .or_else(|| default_trace.clone())
+            .expect("written above")
     };
     let plan = ExperimentPlan {
         schemes,
@@ -247,14 +255,8 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
         random_order: a.random_order,
         data_dir: a.data_dir.clone(),
         seed,
-        uplink_trace: match &a.uplink_trace {
-            Some(p) => p.clone(),
-            None => default_trace()?,
-        },
-        downlink_trace: match &a.downlink_trace {
-            Some(p) => p.clone(),
-            None => default_trace()?,
-        },
+        uplink_trace: trace_or_default(&a.uplink_trace),
+        downlink_trace: trace_or_default(&a.downlink_trace),
         prepend_mm_cmds: a.prepend_mm_cmds.clone(),
         append_mm_cmds: a.append_mm_cmds.clone(),
         extra_mm_link_args: a.extra_mm_link_args.clone(),

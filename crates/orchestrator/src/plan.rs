@@ -134,7 +134,7 @@ pub fn write_json(path: &Path, value: &Value) -> anyhow::Result<()> {
     std::fs::write(path, out).with_context(|| format!("write {}", path.display()))
 }
 
-/// Writes a constant-rate trace file and returns its text.
+/// Writes a constant-rate trace of `mbps` Mbit/s to `path`; errors name the file.
 pub fn write_constant_trace(path: &Path, mbps: f64) -> anyhow::Result<()> {
     let t = Trace::constant_rate(mbps).map_err(anyhow::Error::msg)?;
     std::fs::write(path, t.to_text()).with_context(|| format!("write {}", path.display()))
