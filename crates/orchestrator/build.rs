@@ -3,7 +3,10 @@
 use std::fmt::Write as _;
 
 fn main() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemes");
+    // Read at run time, not `env!`: a build script compiled in another checkout (a shared
+    // CARGO_TARGET_DIR) must still look in this one.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dir = std::path::Path::new(&manifest).join("../../schemes");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .expect("schemes/ directory")
