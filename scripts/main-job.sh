@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-cargo build --quiet -p pantheon-orchestrator --bin pantheon
+cargo build --quiet -p pantheon-orchestrator -p pantheon-tunnel --bins
 out=results/nepal-wifi
 trace=traces/10mbps.trace
 run() {

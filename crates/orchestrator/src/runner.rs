@@ -31,7 +31,7 @@ use emucal::runtime::{Emulator, OUTER_ADDR};
 use netns::NetNs;
 use serde::Serialize;
 use tunnel::io::{EndpointConfig, RunningEndpoint};
-use tunnel::log::Role;
+use tunnel::log::{LogFormat, Role};
 
 use crate::plan::ExperimentPlan;
 use crate::schemes::{Scheme, Side};
@@ -291,12 +291,14 @@ fn drive_run(
                 role: Role::Server,
                 flow,
                 sender_side: false,
-                ingress_log: lp("datalink", "ingress"),
-                egress_log: lp("acklink", "egress"),
+                ingress_log: Some(lp("datalink", "ingress")),
+                egress_log: Some(lp("acklink", "egress")),
+                log_format: LogFormat::Binary,
                 local_private: SERVER_PRIVATE,
                 peer_private: CLIENT_PRIVATE,
                 path_mtu: 1500,
                 udp_addr: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+                bind_device: None,
             },
             Some(&res.namespaces[host]),
             &res.namespaces[rx],
@@ -309,12 +311,14 @@ fn drive_run(
                 role: Role::Client,
                 flow,
                 sender_side: true,
-                ingress_log: lp("acklink", "ingress"),
-                egress_log: lp("datalink", "egress"),
+                ingress_log: Some(lp("acklink", "ingress")),
+                egress_log: Some(lp("datalink", "egress")),
+                log_format: LogFormat::Binary,
                 local_private: CLIENT_PRIVATE,
                 peer_private: SERVER_PRIVATE,
                 path_mtu: 1500,
                 udp_addr: SocketAddrV4::new(OUTER_ADDR, port),
+                bind_device: None,
             },
             Some(&res.namespaces[emu]),
             &res.namespaces[tx],

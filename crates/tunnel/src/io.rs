@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use netns::NetNs;
 
 use crate::endpoint::{Counters, Endpoint, State};
-use crate::log::{Direction, Header, Kind, LogWriter, Role};
+use crate::log::{Direction, Header, Kind, LogFormat, LogWriter, Role};
 use crate::wire;
 
 /// Name of the TUN device inside an endpoint's namespace, as pantheon-tunnel.
@@ -49,10 +49,12 @@ pub struct EndpointConfig {
     pub flow: u16,
     /// True on the scheme's sender side: its egress log is the datalink, its ingress the acklink.
     pub sender_side: bool,
-    /// Where to log packets received from the peer.
-    pub ingress_log: PathBuf,
-    /// Where to log packets sent to the peer.
-    pub egress_log: PathBuf,
+    /// Where to log packets received from the peer (`None`: not logged).
+    pub ingress_log: Option<PathBuf>,
+    /// Where to log packets sent to the peer (`None`: not logged).
+    pub egress_log: Option<PathBuf>,
+    /// Binary (ours) or Pantheon's text logs.
+    pub log_format: LogFormat,
     /// This endpoint's address on its TUN device (pantheon-tunnel's "private" address).
     pub local_private: Ipv4Addr,
     /// The peer's TUN address; the namespace's default route points at it.
@@ -61,6 +63,9 @@ pub struct EndpointConfig {
     pub path_mtu: u16,
     /// Client: the server's UDP address. Server: the address to bind (port 0 = any free port).
     pub udp_addr: SocketAddrV4,
+    /// Bind the UDP socket to this network device (`SO_BINDTODEVICE`), as pantheon-tunnel's
+    /// `--interface`.
+    pub bind_device: Option<String>,
 }
 
 /// Shared between the endpoint thread and its owner.
@@ -146,6 +151,9 @@ pub fn start(
             Role::Client => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
         };
         let s = UdpSocket::bind(bind_addr)?;
+        if let Some(dev) = &cfg.bind_device {
+            bind_to_device(&s, dev)?;
+        }
         s.set_nonblocking(true)?;
         Ok(s)
     };
@@ -196,10 +204,16 @@ pub fn start(
         base_realtime_ns,
         clock_offset_ns: None,
     };
-    let ingress = LogWriter::create(&cfg.ingress_log, &header(Kind::Ingress, ingress_dir))
-        .map_err(io_err(format!("create {}", cfg.ingress_log.display())))?;
-    let egress = LogWriter::create(&cfg.egress_log, &header(Kind::Egress, egress_dir))
-        .map_err(io_err(format!("create {}", cfg.egress_log.display())))?;
+    let open = |path: &Option<PathBuf>, kind, direction| {
+        path.as_ref()
+            .map(|p| {
+                LogWriter::create(p, &header(kind, direction), &cfg.log_format)
+                    .map_err(io_err(format!("create {}", p.display())))
+            })
+            .transpose()
+    };
+    let ingress = open(&cfg.ingress_log, Kind::Ingress, ingress_dir)?;
+    let egress = open(&cfg.egress_log, Kind::Egress, egress_dir)?;
 
     let control = Arc::new(Control {
         stop: AtomicBool::new(false),
@@ -233,6 +247,24 @@ pub fn start(
     })
 }
 
+fn bind_to_device(socket: &UdpSocket, device: &str) -> std::io::Result<()> {
+    // SAFETY: setsockopt with a byte string and its length, on a socket we own.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_BINDTODEVICE,
+            device.as_ptr() as *const libc::c_void,
+            device.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 fn set_buffer(socket: &UdpSocket, opt: i32, bytes: i32) {
     // SAFETY: setsockopt with a valid int option on a socket we own; failure is harmless
     // (the kernel clamps to rmem_max/wmem_max; SO_*BUFFORCE would need privileges we have).
@@ -261,8 +293,8 @@ struct Relay {
     tun: tun_rs::SyncDevice,
     peer: Option<SocketAddr>,
     base: Instant,
-    ingress: LogWriter,
-    egress: LogWriter,
+    ingress: Option<LogWriter>,
+    egress: Option<LogWriter>,
     control: Arc<Control>,
 }
 
@@ -326,8 +358,7 @@ impl Relay {
             }
         }
         let _ = self.write_logs();
-        let _ = self.ingress.flush();
-        let _ = self.egress.flush();
+        self.flush_logs();
         self.endpoint.counters()
     }
 
@@ -384,12 +415,21 @@ impl Relay {
 
     fn write_logs(&mut self) -> std::io::Result<()> {
         for r in self.endpoint.drain_log() {
-            match r.kind {
-                Kind::Ingress => self.ingress.push(&r)?,
-                Kind::Egress => self.egress.push(&r)?,
+            let log = match r.kind {
+                Kind::Ingress => &mut self.ingress,
+                Kind::Egress => &mut self.egress,
+            };
+            if let Some(log) = log {
+                log.push(&r)?;
             }
         }
         Ok(())
+    }
+
+    fn flush_logs(&mut self) {
+        for log in [&mut self.ingress, &mut self.egress].into_iter().flatten() {
+            let _ = log.flush();
+        }
     }
 }
 

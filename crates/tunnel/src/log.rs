@@ -298,30 +298,116 @@ pub fn read_log(path: &Path) -> Result<LogFile, ReadError> {
     })
 }
 
+/// On-disk form of a packet log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Ours: the 64-byte header and 24-byte records above.
+    Binary,
+    /// pantheon-tunnel's text log (reference `pantheon.md` §3.3), byte for byte:
+    /// `# <command_line> ingress: <base, ms since the epoch, 3 decimals>` then one
+    /// `<ms since base, 3 decimals> - <uid> - <size>` line per packet. Pantheon's
+    /// `merge_tunnel_logs.py` reads it.
+    Pantheon {
+        /// The shell-quoted command line of the header ([`quote_command_line`]).
+        command_line: String,
+    },
+}
+
+/// Quotes one argument as Mahimahi's `shell_quote` does: inside single quotes, each `'`
+/// written as `'\''`.
+pub fn shell_quote(arg: &str) -> String {
+    format!("'{}'", arg.replace('\'', "'\\''"))
+}
+
+/// The arguments quoted with [`shell_quote`] and joined by spaces, as in a pantheon-tunnel log
+/// header.
+pub fn quote_command_line<S: AsRef<str>>(args: &[S]) -> String {
+    let quoted: Vec<String> = args.iter().map(|a| shell_quote(a.as_ref())).collect();
+    quoted.join(" ")
+}
+
+/// Writes `ns` as milliseconds with exactly 3 decimals, rounded to the nearest µs
+/// (`1_795_311_268_677_206_499` → `1795311268677.206`).
+fn write_ms3(out: &mut impl Write, ns: i128) -> io::Result<()> {
+    let us = (ns + if ns < 0 { -500 } else { 500 }) / 1000;
+    let sign = if us < 0 { "-" } else { "" };
+    let us = us.abs();
+    write!(out, "{sign}{}.{:03}", us / 1000, us % 1000)
+}
+
+/// Writes the Pantheon text header line of a log with `header`'s kind and base time.
+pub fn write_text_header(
+    out: &mut impl Write,
+    command_line: &str,
+    header: &Header,
+) -> io::Result<()> {
+    let kind = match header.kind {
+        Kind::Ingress => "ingress",
+        Kind::Egress => "egress",
+    };
+    write!(out, "# {command_line} {kind}: ")?;
+    write_ms3(out, header.base_realtime_ns as i128)?;
+    out.write_all(b"\n")
+}
+
+/// Writes one Pantheon text data line: `<ms> - <uid> - <size>`.
+pub fn write_text_record(out: &mut impl Write, record: &Record) -> io::Result<()> {
+    write_ms3(out, record.t_ns as i128)?;
+    writeln!(out, " - {} - {}", record.uid, record.size)
+}
+
 /// Buffered writer of one log file: records are copied into a 256 KiB buffer and written in
 /// large writes, so logging costs a memcpy per packet on the forwarding thread.
 #[derive(Debug)]
 pub struct LogWriter {
     out: BufWriter<File>,
+    text: bool,
 }
 
 impl LogWriter {
-    /// Creates (truncates) `path` and writes the header.
-    pub fn create(path: &Path, header: &Header) -> io::Result<LogWriter> {
+    /// Creates (truncates) `path` and writes the header in `format`.
+    pub fn create(path: &Path, header: &Header, format: &LogFormat) -> io::Result<LogWriter> {
         let mut out = BufWriter::with_capacity(256 * 1024, File::create(path)?);
-        out.write_all(&header.encode())?;
-        Ok(LogWriter { out })
+        match format {
+            LogFormat::Binary => out.write_all(&header.encode())?,
+            LogFormat::Pantheon { command_line } => {
+                write_text_header(&mut out, command_line, header)?
+            }
+        }
+        Ok(LogWriter {
+            out,
+            text: matches!(format, LogFormat::Pantheon { .. }),
+        })
     }
 
     /// Appends one record.
     pub fn push(&mut self, record: &Record) -> io::Result<()> {
-        self.out.write_all(&record.encode())
+        if self.text {
+            write_text_record(&mut self.out, record)
+        } else {
+            self.out.write_all(&record.encode())
+        }
     }
 
     /// Writes buffered records to the file.
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
+}
+
+/// Converts a binary log to Pantheon's text form: the header line names `command_line`
+/// (pantheon-tunnel wrote its own argv there), then one line per record. Returns how many
+/// records were written.
+pub fn write_pantheon_text(
+    log: &LogFile,
+    command_line: &str,
+    out: &mut impl Write,
+) -> io::Result<usize> {
+    write_text_header(out, command_line, &log.header)?;
+    for r in &log.records {
+        write_text_record(out, r)?;
+    }
+    Ok(log.records.len())
 }
 
 #[cfg(test)]
@@ -356,7 +442,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ptlog-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("t.ptlog");
-        let mut w = LogWriter::create(&path, &header()).unwrap();
+        let mut w = LogWriter::create(&path, &header(), &LogFormat::Binary).unwrap();
         for i in 0..3u64 {
             w.push(&Record {
                 t_ns: i * 1000,
@@ -377,5 +463,60 @@ mod tests {
         let stop = log.stopped_at.unwrap();
         assert_eq!(stop.offset, HEADER_LEN + 2 * RECORD_LEN);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn pantheon_text_matches_the_real_sample() {
+        // First lines of ../shared/data/samples/pantheon-tunnel_tun_server_ingress_2.log.
+        let argv = [
+            "/usr/local/bin/mm-tunnelserver",
+            "--ingress-log=/data/tun_server_ingress_2.log",
+            "--egress-log=/data/tun_server_egress_2.log",
+            "sleep",
+            "100000",
+        ];
+        let expected =
+            "# '/usr/local/bin/mm-tunnelserver' '--ingress-log=/data/tun_server_ingress_2.log' \
+'--egress-log=/data/tun_server_egress_2.log' 'sleep' '100000' ingress: 1795311353983.235\n\
+1822.136 - 0 - 120\n2026.181 - 1 - 120\n";
+        let log = LogFile {
+            header: Header {
+                role: Role::Server,
+                kind: Kind::Ingress,
+                flow: 1,
+                direction: Direction::Datalink,
+                base_realtime_ns: 1_795_311_353_983_234_600,
+                clock_offset_ns: None,
+            },
+            records: vec![
+                Record {
+                    t_ns: 1_822_136_400,
+                    uid: 0,
+                    size: 120,
+                    flow: 1,
+                    kind: Kind::Ingress,
+                },
+                Record {
+                    t_ns: 2_026_180_600,
+                    uid: 1,
+                    size: 120,
+                    flow: 1,
+                    kind: Kind::Ingress,
+                },
+            ],
+            stopped_at: None,
+        };
+        let mut out = Vec::new();
+        assert_eq!(
+            write_pantheon_text(&log, &quote_command_line(&argv), &mut out).unwrap(),
+            2
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
+
+    #[test]
+    fn shell_quote_escapes_single_quotes() {
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(quote_command_line(&["a b", ""]), "'a b' ''");
     }
 }
