@@ -410,6 +410,68 @@ pub fn write_pantheon_text(
     Ok(log.records.len())
 }
 
+/// What one endpoint sent and the other received, matched on UIDs: a quick check of a tunnel
+/// pair (or of the path between them) without the full analysis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairCheck {
+    /// Records in the egress log (packets sent into the path).
+    pub sent: u64,
+    /// Records in the ingress log whose UID was sent.
+    pub received: u64,
+    /// Sent UIDs never received: `sent − received` when nothing is duplicated.
+    pub lost: u64,
+    /// Ingress records whose UID was never sent, or was received before (should be 0).
+    pub unexpected: u64,
+    /// Received packets whose size differs from the size they were sent with (should be 0).
+    pub size_mismatches: u64,
+    /// Median one-way delay of received packets, ms, on the two logs' own clocks (exact on
+    /// one host; add the clock offset between hosts otherwise). NaN when nothing arrived.
+    pub median_delay_ms: f64,
+    /// 95th percentile (nearest rank) of the same delays, ms.
+    pub p95_delay_ms: f64,
+}
+
+/// Matches `egress` (one endpoint's sent packets) with `ingress` (the other's received ones)
+/// on their UIDs, as Pantheon's `merge_tunnel_logs.py` does, but counting problems instead of
+/// stopping at the first one.
+pub fn check_pair(egress: &LogFile, ingress: &LogFile) -> PairCheck {
+    let mut sent = std::collections::HashMap::with_capacity(egress.records.len());
+    for r in &egress.records {
+        sent.insert(r.uid, (r.t_ns, r.size, false));
+    }
+    let shift = ingress.header.base_realtime_ns as i128 - egress.header.base_realtime_ns as i128;
+    let (mut received, mut unexpected, mut size_mismatches) = (0u64, 0u64, 0u64);
+    let mut delays = Vec::with_capacity(ingress.records.len());
+    for r in &ingress.records {
+        match sent.get_mut(&r.uid) {
+            Some((t_sent, size, seen)) if !*seen => {
+                *seen = true;
+                received += 1;
+                size_mismatches += u64::from(*size != r.size);
+                delays.push((r.t_ns as i128 + shift - *t_sent as i128) as f64 / 1e6);
+            }
+            _ => unexpected += 1,
+        }
+    }
+    delays.sort_by(f64::total_cmp);
+    let rank = |q: f64| -> f64 {
+        if delays.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((q * delays.len() as f64).ceil() as usize).clamp(1, delays.len()) - 1;
+        delays[i]
+    };
+    PairCheck {
+        sent: sent.len() as u64,
+        received,
+        lost: sent.len() as u64 - received,
+        unexpected,
+        size_mismatches,
+        median_delay_ms: rank(0.5),
+        p95_delay_ms: rank(0.95),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -518,5 +580,45 @@ mod tests {
     fn shell_quote_escapes_single_quotes() {
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(quote_command_line(&["a b", ""]), "'a b' ''");
+    }
+
+    #[test]
+    fn check_pair_counts_losses_strays_and_delays() {
+        let rec = |t_ns, uid, kind| Record {
+            t_ns,
+            uid,
+            size: 1500,
+            flow: 1,
+            kind,
+        };
+        let mut h = header();
+        let egress = LogFile {
+            header: h,
+            records: (0..10)
+                .map(|u| rec(u * 1_000_000, u, Kind::Egress))
+                .collect(),
+            stopped_at: None,
+        };
+        // Ingress base is 1 ms later; packets take 2 ms on the egress clock, uid 3 is lost,
+        // uid 42 was never sent and uid 5 arrives twice.
+        h.base_realtime_ns += 1_000_000;
+        h.kind = Kind::Ingress;
+        let mut records: Vec<Record> = (0..10u64)
+            .filter(|&u| u != 3)
+            .map(|u| rec(u * 1_000_000 + 1_000_000, u, Kind::Ingress))
+            .collect();
+        records.push(rec(20_000_000, 42, Kind::Ingress));
+        records.push(rec(20_000_000, 5, Kind::Ingress));
+        let c = check_pair(
+            &egress,
+            &LogFile {
+                header: h,
+                records,
+                stopped_at: None,
+            },
+        );
+        assert_eq!((c.sent, c.received, c.lost, c.unexpected), (10, 9, 1, 2));
+        assert_eq!(c.size_mismatches, 0);
+        assert_eq!((c.median_delay_ms, c.p95_delay_ms), (2.0, 2.0));
     }
 }

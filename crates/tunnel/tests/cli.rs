@@ -249,6 +249,26 @@ fn sigterm_ends_the_command_removes_the_namespace_and_keeps_the_logs() {
         "no --ingress-log, no file"
     );
 
+    // `check` matches the client's egress with the server's ingress: nothing lost on loopback.
+    let out = Command::new(BIN)
+        .args([
+            "check",
+            &p("c.egress.ptlog"),
+            &p("s.ingress.ptlog"),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report = String::from_utf8(out.stdout).unwrap();
+    let sent = egress.records.len();
+    assert!(
+        report.starts_with(&format!(
+            "{{\"sent\": {sent}, \"received\": {sent}, \"lost\": 0,"
+        )),
+        "{report}"
+    );
+
     // `convert` turns the binary log into Pantheon's text log, one line per record.
     let status = Command::new(BIN)
         .args(["convert", &p("c.egress.ptlog")])

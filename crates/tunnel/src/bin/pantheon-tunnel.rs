@@ -88,6 +88,19 @@ enum Top {
         #[arg(long)]
         out_dir: Option<PathBuf>,
     },
+    /// Match one endpoint's egress log with the other's ingress log on packet UIDs: packets
+    /// sent, received and lost, and the one-way delay (median, 95th percentile).
+    ///
+    /// Delays use the two logs' own clocks: exact when both endpoints ran on one host.
+    Check {
+        /// Binary egress log of the sending endpoint.
+        egress: PathBuf,
+        /// Binary ingress log of the receiving endpoint.
+        ingress: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args)]
@@ -156,6 +169,11 @@ fn main() -> ExitCode {
 fn run(cli: Cli, compat: bool, argv: &[String]) -> anyhow::Result<u8> {
     match cli.command {
         Top::Convert { logs, out_dir } => convert(&logs, out_dir.as_deref()),
+        Top::Check {
+            egress,
+            ingress,
+            json,
+        } => check(&egress, &ingress, json),
         Top::Server { endpoint, command } => {
             let (local, peer) = pick_private_addresses()?;
             let udp = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
@@ -435,4 +453,57 @@ fn convert(logs: &[PathBuf], out_dir: Option<&Path>) -> anyhow::Result<u8> {
         eprintln!("{} → {} ({n} packets)", input.display(), output.display());
     }
     Ok(0)
+}
+
+fn check(egress: &Path, ingress: &Path, json: bool) -> anyhow::Result<u8> {
+    let (e, i) = (log::read_log(egress)?, log::read_log(ingress)?);
+    for (path, l) in [(egress, &e), (ingress, &i)] {
+        if let Some(stop) = &l.stopped_at {
+            eprintln!(
+                "warning: {}: {stop}; using the records before it",
+                path.display()
+            );
+        }
+    }
+    let c = log::check_pair(&e, &i);
+    let loss = if c.sent == 0 {
+        0.0
+    } else {
+        c.lost as f64 / c.sent as f64
+    };
+    if json {
+        println!(
+            "{{\"sent\": {}, \"received\": {}, \"lost\": {}, \"loss\": {loss}, \"unexpected\": {}, \
+             \"size_mismatches\": {}, \"median_delay_ms\": {}, \"p95_delay_ms\": {}}}",
+            c.sent,
+            c.received,
+            c.lost,
+            c.unexpected,
+            c.size_mismatches,
+            json_number(c.median_delay_ms),
+            json_number(c.p95_delay_ms),
+        );
+    } else {
+        println!(
+            "sent {}  received {}  lost {} ({:.4} %)  unexpected {}  size mismatches {}\n\
+             one-way delay: median {:.3} ms, p95 {:.3} ms",
+            c.sent,
+            c.received,
+            c.lost,
+            100.0 * loss,
+            c.unexpected,
+            c.size_mismatches,
+            c.median_delay_ms,
+            c.p95_delay_ms,
+        );
+    }
+    Ok(0)
+}
+
+fn json_number(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        "null".into()
+    }
 }
