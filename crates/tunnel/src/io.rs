@@ -14,6 +14,8 @@ use netns::NetNs;
 
 use crate::endpoint::{Counters, Endpoint, State};
 use crate::log::{Direction, Header, Kind, LogFormat, LogWriter, Role};
+use crate::ring::LogRing;
+use crate::udp;
 use crate::wire;
 
 /// Name of the TUN device inside an endpoint's namespace, as pantheon-tunnel.
@@ -75,6 +77,7 @@ pub struct Control {
     admit: AtomicBool,
     connected: AtomicBool,
     foreign: AtomicU64,
+    log_records_dropped: AtomicU64,
     error: Mutex<Option<String>>,
 }
 
@@ -91,6 +94,16 @@ impl Control {
     /// True once the handshake has completed.
     pub fn is_connected(&self) -> bool {
         self.connected.load(Ordering::SeqCst)
+    }
+    /// Datagrams from anyone but the peer, and datagrams before the handshake from anyone but
+    /// a SYN sender: counted and dropped.
+    pub fn foreign_datagrams(&self) -> u64 {
+        self.foreign.load(Ordering::Relaxed)
+    }
+    /// Log records lost because the disk fell behind by a whole ring (see [`crate::ring`]);
+    /// known once the endpoint has stopped.
+    pub fn log_records_dropped(&self) -> u64 {
+        self.log_records_dropped.load(Ordering::SeqCst)
     }
     /// The error that ended the endpoint, if any.
     pub fn error(&self) -> Option<String> {
@@ -154,7 +167,9 @@ pub fn start(
         if let Some(dev) = &cfg.bind_device {
             bind_to_device(&s, dev)?;
         }
-        s.set_nonblocking(true)?;
+        // Blocking sends (bounded by a timeout) so that a full socket buffer delays packets
+        // instead of dropping them inside the tunnel; reads use MSG_DONTWAIT.
+        s.set_write_timeout(Some(Duration::from_millis(100)))?;
         Ok(s)
     };
     let socket = match socket_ns {
@@ -165,6 +180,7 @@ pub fn start(
     let local_udp = socket.local_addr().map_err(io_err("socket address"))?;
     set_buffer(&socket, libc::SO_RCVBUF, 8 << 20);
     set_buffer(&socket, libc::SO_SNDBUF, 8 << 20);
+    udp::enable_gro(socket.as_raw_fd());
 
     let mtu = wire::inner_mtu(cfg.path_mtu);
     let tun = tun_ns
@@ -173,6 +189,7 @@ pub fn start(
                 .name(TUN_NAME)
                 .mtu(mtu)
                 .ipv4(cfg.local_private, 32u8, Some(cfg.peer_private))
+                .offload(true)
                 .build_sync()
         })?
         .map_err(io_err(format!("create TUN device in {}", tun_ns.name())))?;
@@ -208,6 +225,7 @@ pub fn start(
         path.as_ref()
             .map(|p| {
                 LogWriter::create(p, &header(kind, direction), &cfg.log_format)
+                    .and_then(|w| LogRing::spawn(w, format!("tunnel-log-{}", cfg.flow)))
                     .map_err(io_err(format!("create {}", p.display())))
             })
             .transpose()
@@ -220,12 +238,14 @@ pub fn start(
         admit: AtomicBool::new(true),
         connected: AtomicBool::new(false),
         foreign: AtomicU64::new(0),
+        log_records_dropped: AtomicU64::new(0),
         error: Mutex::new(None),
     });
     let peer = match cfg.role {
-        Role::Client => Some(SocketAddr::V4(cfg.udp_addr)),
+        Role::Client => Some(cfg.udp_addr),
         Role::Server => None,
     };
+    let stride = wire::UID_LEN + usize::from(mtu);
     let relay = Relay {
         endpoint: Endpoint::new(cfg.role, cfg.flow, 0),
         socket,
@@ -235,6 +255,16 @@ pub fn start(
         ingress,
         egress,
         control: control.clone(),
+        egress_buf: vec![0; SEGMENTS * stride],
+        stride,
+        sizes: [0; SEGMENTS],
+        datagram_lens: [0; SEGMENTS],
+        tun_read: vec![0; tun_rs::VIRTIO_NET_HDR_LEN + 65_535],
+        rx_buf: vec![0; RX_LEN],
+        tun_out: (0..TUN_BATCH).map(|_| Vec::with_capacity(2048)).collect(),
+        tun_out_len: 0,
+        gro: tun_rs::GROTable::default(),
+        gso: true,
     };
     let thread = std::thread::Builder::new()
         .name(format!("tunnel-{:?}-{}", cfg.role, cfg.flow).to_lowercase())
@@ -282,20 +312,44 @@ fn set_buffer(socket: &UdpSocket, opt: i32, bytes: i32) {
     }
 }
 
-/// Largest datagram we read: 64 KiB.
-const BUF_LEN: usize = 65536;
-/// Bound on packets handled per readiness event before polling again.
-const BATCH: usize = 256;
+/// Most segments one TUN read can yield (a 64 KiB GSO packet of ≥ 512-byte segments).
+const MAX_GSO_SEGMENTS: usize = 128;
+/// Egress slots: packets read from the TUN device before they are sent.
+const SEGMENTS: usize = 4 * MAX_GSO_SEGMENTS;
+/// Datagrams written to the TUN device per batch (coalesced by GRO where possible).
+const TUN_BATCH: usize = tun_rs::IDEAL_BATCH_SIZE;
+/// Reads per readiness event on either file descriptor before polling again.
+const READS_PER_WAKE: usize = 64;
+/// Largest UDP read: a coalesced batch of datagrams (UDP_GRO) or one datagram.
+const RX_LEN: usize = 65_536;
 
 struct Relay {
     endpoint: Endpoint,
     socket: UdpSocket,
     tun: tun_rs::SyncDevice,
-    peer: Option<SocketAddr>,
+    peer: Option<SocketAddrV4>,
     base: Instant,
-    ingress: Option<LogWriter>,
-    egress: Option<LogWriter>,
+    ingress: Option<LogRing>,
+    egress: Option<LogRing>,
     control: Arc<Control>,
+    /// One slot of `stride` bytes per TUN segment: 8-byte UID headroom + the inner MTU, so
+    /// that full-size datagrams lie end to end and leave in one segmented send.
+    egress_buf: Vec<u8>,
+    stride: usize,
+    sizes: [usize; SEGMENTS],
+    datagram_lens: [usize; SEGMENTS],
+    /// The raw TUN read: virtio-net header + up to 64 KiB GSO packet.
+    tun_read: Vec<u8>,
+    /// Received datagrams (possibly several, coalesced by UDP_GRO).
+    rx_buf: Vec<u8>,
+    /// Inner packets waiting to be written to the TUN device, each after
+    /// `VIRTIO_NET_HDR_LEN` bytes of headroom.
+    tun_out: Vec<Vec<u8>>,
+    tun_out_len: usize,
+    gro: tun_rs::GROTable,
+    /// False once a segmented send failed (e.g. a device without checksum offload): datagrams
+    /// then go one by one.
+    gso: bool,
 }
 
 impl Relay {
@@ -308,7 +362,6 @@ impl Relay {
     }
 
     fn run(mut self) -> Counters {
-        let mut buf = vec![0u8; BUF_LEN];
         let mut fds = [
             libc::pollfd {
                 fd: self.socket.as_raw_fd(),
@@ -347,18 +400,27 @@ impl Relay {
                 break;
             }
             if fds[0].revents != 0 {
-                self.from_peer(&mut buf);
+                self.receive_from_peer();
             }
             if fds[1].revents != 0 {
-                self.from_tun(&mut buf);
+                self.read_tun();
             }
-            if let Err(e) = self.write_logs() {
-                self.fail(format!("write packet log: {e}"));
-                break;
+            self.log_records();
+        }
+        self.log_records();
+        let mut dropped = 0;
+        for ring in [self.ingress.take(), self.egress.take()]
+            .into_iter()
+            .flatten()
+        {
+            match ring.finish() {
+                Ok(n) => dropped += n,
+                Err(e) => self.fail(format!("write packet log: {e}")),
             }
         }
-        let _ = self.write_logs();
-        self.flush_logs();
+        self.control
+            .log_records_dropped
+            .store(dropped, Ordering::SeqCst);
         self.endpoint.counters()
     }
 
@@ -374,15 +436,19 @@ impl Relay {
             .store(self.endpoint.is_connected(), Ordering::Relaxed);
     }
 
-    fn from_peer(&mut self, buf: &mut [u8]) {
-        for _ in 0..BATCH {
-            let (n, from) = match self.socket.recv_from(buf) {
+    /// UDP → TUN: reads datagrams (coalesced or not), strips the UIDs, logs, and writes the
+    /// inner packets to the TUN device in batches that GRO coalesces.
+    fn receive_from_peer(&mut self) {
+        let fd = self.socket.as_raw_fd();
+        for _ in 0..READS_PER_WAKE {
+            let (n, from, segment) = match udp::recv_coalesced(fd, &mut self.rx_buf) {
                 Ok(x) => x,
-                Err(_) => return,
+                Err(_) => break,
             };
+            let first = &self.rx_buf[..n.min(segment.map_or(n, usize::from))];
             match self.peer {
                 // The server adopts whoever sends the first SYN (works behind NAT).
-                None if wire::parse(&buf[..n]) == Ok(wire::Datagram::Syn) => self.peer = Some(from),
+                None if wire::parse(first) == Ok(wire::Datagram::Syn) => self.peer = Some(from),
                 Some(p) if p == from => {}
                 _ => {
                     self.control.foreign.fetch_add(1, Ordering::Relaxed);
@@ -390,46 +456,152 @@ impl Relay {
                 }
             }
             let now = self.now();
-            if let Some(packet) = self.endpoint.handle_datagram(now, &buf[..n]) {
-                let _ = self.tun.send(packet);
+            let step = segment.map_or(n, usize::from).max(1);
+            for datagram in self.rx_buf[..n].chunks(step) {
+                if let Some(packet) = self.endpoint.handle_datagram(now, datagram) {
+                    let out = &mut self.tun_out[self.tun_out_len];
+                    out.clear();
+                    out.resize(tun_rs::VIRTIO_NET_HDR_LEN, 0);
+                    out.extend_from_slice(packet);
+                    self.tun_out_len += 1;
+                    if self.tun_out_len == TUN_BATCH {
+                        flush_tun(
+                            &self.tun,
+                            &mut self.gro,
+                            &mut self.tun_out,
+                            &mut self.tun_out_len,
+                        );
+                    }
+                }
             }
             self.send_control();
         }
+        flush_tun(
+            &self.tun,
+            &mut self.gro,
+            &mut self.tun_out,
+            &mut self.tun_out_len,
+        );
     }
 
-    fn from_tun(&mut self, buf: &mut [u8]) {
-        for _ in 0..BATCH {
-            let n = match self.tun.recv(&mut buf[wire::UID_LEN..]) {
-                Ok(n) => n,
-                Err(_) => return,
-            };
-            if !self.control.admit.load(Ordering::Relaxed) {
-                continue;
+    /// TUN → UDP: reads what the TUN device has (a GSO packet is split into its segments, each
+    /// written after 8 bytes of UID headroom), tags and logs it, then sends it with as few
+    /// segmented sends as possible.
+    fn read_tun(&mut self) {
+        let stride = self.stride;
+        for _ in 0..READS_PER_WAKE {
+            // Keep reading until the device is empty or the slots might not hold a whole
+            // GSO packet; then send everything read.
+            let mut used = 0;
+            let mut empty = false;
+            while used + MAX_GSO_SEGMENTS <= SEGMENTS {
+                let read = {
+                    let mut slots = self.egress_buf[used * stride..].chunks_mut(stride);
+                    let mut bufs: [&mut [u8]; MAX_GSO_SEGMENTS] =
+                        std::array::from_fn(|_| slots.next().expect("free slots"));
+                    let sizes = &mut self.sizes[used..used + MAX_GSO_SEGMENTS];
+                    self.tun
+                        .recv_multiple(&mut self.tun_read, &mut bufs, sizes, wire::UID_LEN)
+                };
+                let n = match read {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        empty = true;
+                        break;
+                    }
+                    Err(_) => continue,
+                };
+                if !self.control.admit.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let now = self.now();
+                for i in used..used + n {
+                    let slot = &mut self.egress_buf[i * stride..(i + 1) * stride];
+                    match self.endpoint.encapsulate(now, slot, self.sizes[i]) {
+                        Some(len) => self.datagram_lens[i] = len,
+                        None => return, // not connected yet: the endpoint counted the drops
+                    }
+                }
+                used += n;
             }
-            let now = self.now();
-            if let (Some(len), Some(peer)) = (self.endpoint.encapsulate(now, buf, n), self.peer) {
-                let _ = self.socket.send_to(&buf[..len], peer);
+            if let Some(peer) = self.peer {
+                self.send_datagrams(used, peer);
+            }
+            if empty {
+                return;
             }
         }
     }
 
-    fn write_logs(&mut self) -> std::io::Result<()> {
+    /// Sends datagrams `0..n` of the egress buffer, slot `i` holding datagram `i`. Runs of
+    /// equal-length datagrams (the last of a run may be shorter) leave in one segmented send:
+    /// full-size ones already lie end to end; shorter ones (ACKs) are first moved together.
+    fn send_datagrams(&mut self, n: usize, peer: SocketAddrV4) {
+        let stride = self.stride;
+        let fd = self.socket.as_raw_fd();
+        let mut i = 0;
+        while i < n {
+            let size = self.datagram_lens[i];
+            let start = i * stride;
+            let mut end = start + size;
+            let mut j = i + 1;
+            while self.gso
+                && j < n
+                && j - i < udp::MAX_SEGMENTS
+                && end - start + size <= udp::MAX_SEND_BYTES
+                && self.datagram_lens[j] <= size
+            {
+                let len = self.datagram_lens[j];
+                if j * stride != end {
+                    self.egress_buf
+                        .copy_within(j * stride..j * stride + len, end);
+                }
+                end += len;
+                j += 1;
+                if len < size {
+                    break;
+                }
+            }
+            let segment = if j - i > 1 { size as u16 } else { 0 };
+            if udp::send_segments(fd, &self.egress_buf[start..end], segment, peer).is_err()
+                && segment != 0
+            {
+                // Resend this run one datagram at a time, and stop segmenting.
+                self.gso = false;
+                let mut at = start;
+                for k in i..j {
+                    let len = self.datagram_lens[k];
+                    let _ = udp::send_segments(fd, &self.egress_buf[at..at + len], 0, peer);
+                    at += len;
+                }
+            }
+            i = j;
+        }
+    }
+
+    fn log_records(&mut self) {
         for r in self.endpoint.drain_log() {
-            let log = match r.kind {
+            let ring = match r.kind {
                 Kind::Ingress => &mut self.ingress,
                 Kind::Egress => &mut self.egress,
             };
-            if let Some(log) = log {
-                log.push(&r)?;
+            if let Some(ring) = ring {
+                ring.push(r);
             }
         }
-        Ok(())
     }
+}
 
-    fn flush_logs(&mut self) {
-        for log in [&mut self.ingress, &mut self.egress].into_iter().flatten() {
-            let _ = log.flush();
-        }
+/// Writes the first `*len` packets of `out` to the TUN device (GRO coalesces what it can).
+fn flush_tun(
+    tun: &tun_rs::SyncDevice,
+    gro: &mut tun_rs::GROTable,
+    out: &mut [Vec<u8>],
+    len: &mut usize,
+) {
+    if *len > 0 {
+        let _ = tun.send_multiple(gro, &mut out[..*len], tun_rs::VIRTIO_NET_HDR_LEN);
+        *len = 0;
     }
 }
 

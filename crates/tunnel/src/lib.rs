@@ -28,4 +28,6 @@
 pub mod endpoint;
 pub mod io;
 pub mod log;
+pub mod ring;
+pub mod udp;
 pub mod wire;

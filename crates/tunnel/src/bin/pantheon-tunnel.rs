@@ -322,8 +322,15 @@ fn endpoint_main(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let error = endpoint.control.error();
+    let control = endpoint.control.clone();
     endpoint.finish();
+    let error = control.error();
+    let dropped = control.log_records_dropped();
+    if dropped > 0 {
+        eprintln!(
+            "warning: {dropped} packet-log records were dropped: the disk fell behind the log ring"
+        );
+    }
     if let Some(e) = error {
         bail!("{e}");
     }

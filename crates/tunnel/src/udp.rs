@@ -1,0 +1,160 @@
+//! UDP segmentation and receive offload (Linux ≥ 4.18 / 5.0) for the tunnel socket.
+//!
+//! With `UDP_SEGMENT` one `sendmsg` carries up to 64 datagrams laid end to end in one buffer,
+//! all `segment` bytes long but the last; the kernel splits them (late, or in the NIC). With
+//! `UDP_GRO` one `recvmsg` may return several datagrams from one sender coalesced the same
+//! way, with their size in a control message. Every datagram still travels on the wire as
+//! its own UDP datagram: the peer (or a Pantheon endpoint) sees no difference.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::RawFd;
+
+/// `UDP_SEGMENT` from `<linux/udp.h>` (not in the libc crate for glibc).
+const UDP_SEGMENT: libc::c_int = 103;
+/// `UDP_GRO` from `<linux/udp.h>`.
+const UDP_GRO: libc::c_int = 104;
+/// Most datagrams the kernel accepts in one segmented send (`UDP_MAX_SEGMENTS`).
+pub const MAX_SEGMENTS: usize = 64;
+/// Most payload bytes of one segmented send (an IPv4 datagram's limit).
+pub const MAX_SEND_BYTES: usize = 65_507;
+
+/// Asks the kernel to coalesce received datagrams (`UDP_GRO`); false if it cannot.
+pub fn enable_gro(fd: RawFd) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt with an int option on a socket the caller owns.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_UDP,
+            UDP_GRO,
+            &on as *const libc::c_int as *const libc::c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+fn sockaddr(to: SocketAddrV4) -> libc::sockaddr_in {
+    // SAFETY: sockaddr_in is plain old data; all-zero is a valid value.
+    let mut sa: libc::sockaddr_in = unsafe { zeroed() };
+    sa.sin_family = libc::AF_INET as libc::sa_family_t;
+    sa.sin_port = to.port().to_be();
+    sa.sin_addr.s_addr = u32::from(*to.ip()).to_be();
+    sa
+}
+
+/// Sends `buf` to `to`: as one datagram if `segment` is 0 or not smaller than `buf`, else as
+/// datagrams of `segment` bytes (the last may be shorter) with one `UDP_SEGMENT` send.
+/// Blocks while the socket buffer is full, up to the socket's send timeout.
+pub fn send_segments(fd: RawFd, buf: &[u8], segment: u16, to: SocketAddrV4) -> io::Result<usize> {
+    let mut sa = sockaddr(to);
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // Room for one cmsg carrying a u16, 8-byte aligned.
+    let mut control = [0u64; 4];
+    // SAFETY: msghdr is plain old data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_name = &mut sa as *mut libc::sockaddr_in as *mut libc::c_void;
+    msg.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if segment != 0 && (segment as usize) < buf.len() {
+        // SAFETY: the control buffer is large enough for one cmsg with a u16 payload, and
+        // CMSG_* only compute offsets inside it.
+        unsafe {
+            let space = libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
+            msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+            msg.msg_controllen = space;
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_UDP;
+            (*cmsg).cmsg_type = UDP_SEGMENT;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut u16, segment);
+        }
+    }
+    // SAFETY: msg points to live buffers for the duration of the call.
+    let n = unsafe { libc::sendmsg(fd, &msg, 0) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Receives without blocking into `buf`. Returns the byte count, the sender, and the size of
+/// each coalesced datagram if the kernel coalesced several (`UDP_GRO`); `WouldBlock` if none
+/// is waiting.
+pub fn recv_coalesced(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4, Option<u16>)> {
+    // SAFETY: sockaddr_in and msghdr are plain old data; all-zero is valid.
+    let mut sa: libc::sockaddr_in = unsafe { zeroed() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; 8];
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_name = &mut sa as *mut libc::sockaddr_in as *mut libc::c_void;
+    msg.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = size_of::<[u64; 8]>();
+    // SAFETY: msg points to live buffers for the duration of the call.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut segment = None;
+    // SAFETY: walks the control messages the kernel wrote into `control`.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == UDP_GRO {
+                let size = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::c_int);
+                segment = u16::try_from(size).ok();
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    let from = SocketAddrV4::new(
+        Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)),
+        u16::from_be(sa.sin_port),
+    );
+    Ok((n as usize, from, segment))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn segmented_send_arrives_as_separate_datagrams_or_coalesced() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = match rx.local_addr().unwrap() {
+            std::net::SocketAddr::V4(a) => a,
+            _ => unreachable!(),
+        };
+        // Three datagrams: 100, 100 and 37 bytes, each starting with its index.
+        let mut buf = vec![0u8; 237];
+        buf[100] = 1;
+        buf[200] = 2;
+        assert_eq!(send_segments(tx.as_raw_fd(), &buf, 100, to).unwrap(), 237);
+
+        // Without UDP_GRO the receiver sees three datagrams.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut got = Vec::new();
+        let mut rbuf = vec![0u8; 65536];
+        while let Ok((n, from, seg)) = recv_coalesced(rx.as_raw_fd(), &mut rbuf) {
+            assert_eq!(from.port(), tx.local_addr().unwrap().port());
+            assert_eq!(seg, None);
+            got.push((n, rbuf[0]));
+        }
+        assert_eq!(got, vec![(100, 0), (100, 1), (37, 2)]);
+    }
+}
