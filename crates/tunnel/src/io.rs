@@ -1,6 +1,8 @@
 //! The I/O shell around [`Endpoint`]: a UDP socket toward the peer, a TUN device named
-//! `tunnel` inside the endpoint's own network namespace, two log files, and one thread that
-//! polls both file descriptors. No protocol state lives here.
+//! `tunnel` inside the endpoint's own network namespace, and one forwarding thread that polls
+//! both file descriptors, moving packets in batches (TUN offload, `UDP_SEGMENT`, `UDP_GRO`:
+//! see `docs/performance.md`). Each log has its own writer thread behind a [`LogRing`]. No
+//! protocol state lives here.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -505,11 +507,11 @@ impl Relay {
                 };
                 let n = match read {
                     Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    // Empty, or a packet tun-rs could not split: poll again.
+                    Err(_) => {
                         empty = true;
                         break;
                     }
-                    Err(_) => continue,
                 };
                 if !self.control.admit.load(Ordering::Relaxed) {
                     continue;
