@@ -53,6 +53,16 @@ pub enum Kind {
     Egress = 1,
 }
 
+impl Kind {
+    /// `ingress` or `egress`, as in Pantheon's file names and log headers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Ingress => "ingress",
+            Kind::Egress => "egress",
+        }
+    }
+}
+
 /// Which direction of the experiment the logged packets travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -341,11 +351,7 @@ pub fn write_text_header(
     command_line: &str,
     header: &Header,
 ) -> io::Result<()> {
-    let kind = match header.kind {
-        Kind::Ingress => "ingress",
-        Kind::Egress => "egress",
-    };
-    write!(out, "# {command_line} {kind}: ")?;
+    write!(out, "# {command_line} {}: ", header.kind.as_str())?;
     write_ms3(out, header.base_realtime_ns as i128)?;
     out.write_all(b"\n")
 }

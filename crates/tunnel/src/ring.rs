@@ -81,11 +81,6 @@ impl LogRing {
         true
     }
 
-    /// Records dropped so far because the ring was full.
-    pub fn dropped(&self) -> u64 {
-        self.dropped
-    }
-
     /// Sends what is left, waits for the writer to write and flush everything, and returns
     /// the number of dropped records, or the writer's error.
     pub fn finish(mut self) -> io::Result<u64> {

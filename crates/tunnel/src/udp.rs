@@ -44,6 +44,18 @@ fn sockaddr(to: SocketAddrV4) -> libc::sockaddr_in {
     sa
 }
 
+/// A message header naming `sa` and the one buffer `iov`, without control data; valid for as
+/// long as both are.
+fn msghdr(sa: &mut libc::sockaddr_in, iov: &mut libc::iovec) -> libc::msghdr {
+    // SAFETY: msghdr is plain old data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_name = sa as *mut libc::sockaddr_in as *mut libc::c_void;
+    msg.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg
+}
+
 /// Sends `buf` to `to`: as one datagram if `segment` is 0 or not smaller than `buf`, else as
 /// datagrams of `segment` bytes (the last may be shorter) with one `UDP_SEGMENT` send.
 /// Blocks while the socket buffer is full, up to the socket's send timeout.
@@ -55,12 +67,7 @@ pub fn send_segments(fd: RawFd, buf: &[u8], segment: u16, to: SocketAddrV4) -> i
     };
     // Room for one cmsg carrying a u16, 8-byte aligned.
     let mut control = [0u64; 4];
-    // SAFETY: msghdr is plain old data; all-zero is a valid value.
-    let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_name = &mut sa as *mut libc::sockaddr_in as *mut libc::c_void;
-    msg.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
+    let mut msg = msghdr(&mut sa, &mut iov);
     if segment != 0 && (segment as usize) < buf.len() {
         // SAFETY: the control buffer is large enough for one cmsg with a u16 payload, and
         // CMSG_* only compute offsets inside it.
@@ -88,18 +95,13 @@ pub fn send_segments(fd: RawFd, buf: &[u8], segment: u16, to: SocketAddrV4) -> i
 /// each coalesced datagram if the kernel coalesced several (`UDP_GRO`); `WouldBlock` if none
 /// is waiting.
 pub fn recv_coalesced(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4, Option<u16>)> {
-    // SAFETY: sockaddr_in and msghdr are plain old data; all-zero is valid.
-    let mut sa: libc::sockaddr_in = unsafe { zeroed() };
+    let mut sa = sockaddr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
     let mut control = [0u64; 8];
-    let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_name = &mut sa as *mut libc::sockaddr_in as *mut libc::c_void;
-    msg.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
+    let mut msg = msghdr(&mut sa, &mut iov);
     msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
     msg.msg_controllen = size_of::<[u64; 8]>();
     // SAFETY: msg points to live buffers for the duration of the call.

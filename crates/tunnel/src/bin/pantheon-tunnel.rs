@@ -45,13 +45,6 @@ enum Top {
     Server {
         #[command(flatten)]
         endpoint: EndpointArgs,
-        /// Program and arguments to run inside the tunnel namespace (default: $SHELL).
-        #[arg(
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "COMMAND"
-        )]
-        command: Vec<String>,
     },
     /// Connect to a server, then run COMMAND in the tunnel's namespace (as `mm-tunnelclient`).
     ///
@@ -68,13 +61,6 @@ enum Top {
         server_private: Ipv4Addr,
         #[command(flatten)]
         endpoint: EndpointArgs,
-        /// Program and arguments to run inside the tunnel namespace (default: $SHELL).
-        #[arg(
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "COMMAND"
-        )]
-        command: Vec<String>,
     },
     /// Convert binary packet logs (*.ptlog) to pantheon-tunnel's text logs.
     ///
@@ -129,6 +115,14 @@ struct EndpointArgs {
     /// record the direction).
     #[arg(long)]
     sender_side: bool,
+    // Last field, and the struct is flattened last: COMMAND follows the client's positionals.
+    /// Program and arguments to run inside the tunnel namespace (default: $SHELL).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    command: Vec<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -174,19 +168,10 @@ fn run(cli: Cli, compat: bool, argv: &[String]) -> anyhow::Result<u8> {
             ingress,
             json,
         } => check(&egress, &ingress, json),
-        Top::Server { endpoint, command } => {
+        Top::Server { endpoint } => {
             let (local, peer) = pick_private_addresses()?;
             let udp = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0);
-            endpoint_main(
-                Role::Server,
-                udp,
-                local,
-                peer,
-                endpoint,
-                command,
-                compat,
-                argv,
-            )
+            endpoint_main(Role::Server, udp, local, peer, endpoint, compat, argv)
         }
         Top::Client {
             server_ip,
@@ -194,31 +179,20 @@ fn run(cli: Cli, compat: bool, argv: &[String]) -> anyhow::Result<u8> {
             local_private,
             server_private,
             endpoint,
-            command,
         } => {
             let udp = SocketAddrV4::new(server_ip, server_port);
-            endpoint_main(
-                Role::Client,
-                udp,
-                local_private,
-                server_private,
-                endpoint,
-                command,
-                compat,
-                argv,
-            )
+            let (local, peer) = (local_private, server_private);
+            endpoint_main(Role::Client, udp, local, peer, endpoint, compat, argv)
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn endpoint_main(
     role: Role,
     udp_addr: SocketAddrV4,
     local_private: Ipv4Addr,
     peer_private: Ipv4Addr,
     args: EndpointArgs,
-    command: Vec<String>,
     compat: bool,
     argv: &[String],
 ) -> anyhow::Result<u8> {
@@ -285,7 +259,7 @@ fn endpoint_main(
     }
     let _ = std::io::stdout().flush();
 
-    let mut cmd = match command.split_first() {
+    let mut cmd = match args.command.split_first() {
         Some((program, rest)) => {
             let mut c = Command::new(program);
             c.args(rest);
@@ -430,10 +404,7 @@ fn convert(logs: &[PathBuf], out_dir: Option<&Path>) -> anyhow::Result<u8> {
             .file_name()
             .and_then(|n| n.to_str())
             .context("log file name is not UTF-8")?;
-        let kind = match log.header.kind {
-            log::Kind::Ingress => "ingress",
-            log::Kind::Egress => "egress",
-        };
+        let kind = log.header.kind.as_str();
         let stem = name
             .strip_suffix(".ptlog")
             .and_then(|s| s.strip_suffix(&format!(".{kind}")))
