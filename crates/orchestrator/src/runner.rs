@@ -216,6 +216,16 @@ pub fn run_once(
     for p in &mut res.processes {
         p.stop();
     }
+    for e in res.endpoints.drain(..) {
+        let control = e.control.clone();
+        e.finish();
+        record.notes.extend(
+            control
+                .warnings()
+                .into_iter()
+                .map(|w| format!("tunnel: {w}")),
+        );
+    }
     let leftovers: Vec<String> = res
         .namespaces
         .iter()

@@ -80,6 +80,7 @@ pub struct Control {
     connected: AtomicBool,
     foreign: AtomicU64,
     log_records_dropped: AtomicU64,
+    tun_write_errors: AtomicU64,
     error: Mutex<Option<String>>,
 }
 
@@ -106,6 +107,29 @@ impl Control {
     /// known once the endpoint has stopped.
     pub fn log_records_dropped(&self) -> u64 {
         self.log_records_dropped.load(Ordering::SeqCst)
+    }
+    /// Batches of packets received from the peer that the TUN device refused, wholly or in
+    /// part (the packets are lost; the kernel's reason is not kept).
+    pub fn tun_write_errors(&self) -> u64 {
+        self.tun_write_errors.load(Ordering::Relaxed)
+    }
+    /// What a user should hear about once the endpoint has stopped: log records dropped and
+    /// TUN write errors, one sentence each; empty when all went well.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        let dropped = self.log_records_dropped();
+        if dropped > 0 {
+            w.push(format!(
+                "{dropped} packet-log records were dropped: the disk fell behind the log ring"
+            ));
+        }
+        let refused = self.tun_write_errors();
+        if refused > 0 {
+            w.push(format!(
+                "the TUN device refused {refused} batches of packets received from the peer"
+            ));
+        }
+        w
     }
     /// The error that ended the endpoint, if any.
     pub fn error(&self) -> Option<String> {
@@ -241,6 +265,7 @@ pub fn start(
         connected: AtomicBool::new(false),
         foreign: AtomicU64::new(0),
         log_records_dropped: AtomicU64::new(0),
+        tun_write_errors: AtomicU64::new(0),
         error: Mutex::new(None),
     });
     let peer = match cfg.role {
@@ -263,7 +288,11 @@ pub fn start(
         datagram_lens: [0; SEGMENTS],
         tun_read: vec![0; tun_rs::VIRTIO_NET_HDR_LEN + 65_535],
         rx_buf: vec![0; RX_LEN],
-        tun_out: (0..TUN_BATCH).map(|_| Vec::with_capacity(2048)).collect(),
+        // GRO only coalesces into a buffer whose capacity holds the whole merged packet
+        // (tun-rs: 2 × header + up to 64 KiB).
+        tun_out: (0..TUN_BATCH)
+            .map(|_| Vec::with_capacity(2 * tun_rs::VIRTIO_NET_HDR_LEN + 65_535))
+            .collect(),
         tun_out_len: 0,
         gro: tun_rs::GROTable::default(),
         gso: true,
@@ -472,6 +501,7 @@ impl Relay {
                             &mut self.gro,
                             &mut self.tun_out,
                             &mut self.tun_out_len,
+                            &self.control,
                         );
                     }
                 }
@@ -483,6 +513,7 @@ impl Relay {
             &mut self.gro,
             &mut self.tun_out,
             &mut self.tun_out_len,
+            &self.control,
         );
     }
 
@@ -594,15 +625,22 @@ impl Relay {
     }
 }
 
-/// Writes the first `*len` packets of `out` to the TUN device (GRO coalesces what it can).
+/// Writes the first `*len` packets of `out` to the TUN device (GRO coalesces what it can);
+/// a refused batch is counted in `control`.
 fn flush_tun(
     tun: &tun_rs::SyncDevice,
     gro: &mut tun_rs::GROTable,
     out: &mut [Vec<u8>],
     len: &mut usize,
+    control: &Control,
 ) {
     if *len > 0 {
-        let _ = tun.send_multiple(gro, &mut out[..*len], tun_rs::VIRTIO_NET_HDR_LEN);
+        if tun
+            .send_multiple(gro, &mut out[..*len], tun_rs::VIRTIO_NET_HDR_LEN)
+            .is_err()
+        {
+            control.tun_write_errors.fetch_add(1, Ordering::Relaxed);
+        }
         *len = 0;
     }
 }

@@ -299,11 +299,8 @@ fn endpoint_main(
     let control = endpoint.control.clone();
     endpoint.finish();
     let error = control.error();
-    let dropped = control.log_records_dropped();
-    if dropped > 0 {
-        eprintln!(
-            "warning: {dropped} packet-log records were dropped: the disk fell behind the log ring"
-        );
+    for w in control.warnings() {
+        eprintln!("warning: {w}");
     }
     if let Some(e) = error {
         bail!("{e}");
