@@ -309,6 +309,8 @@ fn drive_run(
                 path_mtu: 1500,
                 udp_addr: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
                 bind_device: None,
+                // In-process peers cannot vanish; no KEEPALIVEs into the emulated path.
+                peer_timeout: None,
             },
             Some(&res.namespaces[host]),
             &res.namespaces[rx],
@@ -329,6 +331,8 @@ fn drive_run(
                 path_mtu: 1500,
                 udp_addr: SocketAddrV4::new(OUTER_ADDR, port),
                 bind_device: None,
+                // In-process peers cannot vanish; no KEEPALIVEs into the emulated path.
+                peer_timeout: None,
             },
             Some(&res.namespaces[emu]),
             &res.namespaces[tx],

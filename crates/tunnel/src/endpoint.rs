@@ -6,6 +6,12 @@
 //! every second until the server's ACK arrives, at most [`SYN_ATTEMPTS`] times; the server
 //! answers every SYN with an ACK, late ones included (the client may have missed the first ACK).
 //! Data UIDs count from 0 per endpoint.
+//!
+//! Ending (ours; pantheon-tunnel has no teardown): an endpoint that closes sends FIN
+//! [`FIN_COPIES`] times, and a peer receiving it ends ([`State::PeerClosed`]). With a peer
+//! timeout set ([`Endpoint::with_peer_timeout`]), a connected endpoint that has sent nothing for
+//! a while sends a KEEPALIVE, and ends ([`State::PeerSilent`]) when it has heard nothing from its
+//! peer for the timeout: a peer that crashed, was killed with SIGKILL or lost its path.
 
 use crate::log::{Kind, Record, Role};
 use crate::wire::{self, Datagram};
@@ -14,6 +20,11 @@ use crate::wire::{self, Datagram};
 pub const SYN_ATTEMPTS: u32 = 6;
 /// Interval between SYNs, ns.
 pub const SYN_INTERVAL_NS: u64 = 1_000_000_000;
+/// How many FINs a closing endpoint sends (UDP may lose one).
+pub const FIN_COPIES: u8 = 3;
+/// Longest interval between KEEPALIVEs of an idle endpoint, ns (shorter for peer timeouts
+/// under 4 s: a quarter of the timeout).
+pub const KEEPALIVE_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// Counters of what an endpoint saw, for the run's diagnostics.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +57,10 @@ pub enum State {
     Connected,
     /// Client gave up after [`SYN_ATTEMPTS`] SYNs.
     Failed,
+    /// The peer sent FIN: it closed the tunnel.
+    PeerClosed,
+    /// Nothing arrived from the peer for the peer timeout: it vanished.
+    PeerSilent,
 }
 
 /// One tunnel endpoint.
@@ -56,6 +71,13 @@ pub struct Endpoint {
     state: State,
     next_uid: u64,
     pending_control: Option<u64>,
+    fins_to_send: u8,
+    /// Peer timeout, ns (`None`: never give up on a silent peer, send no KEEPALIVEs).
+    peer_timeout: Option<u64>,
+    /// When the peer was last heard from, ns.
+    last_heard: u64,
+    /// When we last sent anything to the peer, ns.
+    last_sent: u64,
     log: Vec<Record>,
     counters: Counters,
 }
@@ -77,8 +99,32 @@ impl Endpoint {
             state,
             next_uid: 0,
             pending_control: None,
+            fins_to_send: 0,
+            peer_timeout: None,
+            last_heard: now,
+            last_sent: now,
             log: Vec::with_capacity(1024),
             counters: Counters::default(),
+        }
+    }
+
+    /// Ends the endpoint when nothing has arrived from the peer for `timeout_ns` (ns, > 0)
+    /// once connected, and keeps an idle peer informed with KEEPALIVEs.
+    pub fn with_peer_timeout(mut self, timeout_ns: u64) -> Endpoint {
+        self.peer_timeout = Some(timeout_ns.max(1));
+        self
+    }
+
+    /// The peer timeout, ns, if one is set.
+    pub fn peer_timeout(&self) -> Option<u64> {
+        self.peer_timeout
+    }
+
+    /// Closes the tunnel: the next [`Endpoint::poll_transmit`] calls give [`FIN_COPIES`] FINs
+    /// (only once connected; nobody listens before).
+    pub fn close(&mut self) {
+        if self.state == State::Connected {
+            self.fins_to_send = FIN_COPIES;
         }
     }
 
@@ -100,7 +146,11 @@ impl Endpoint {
     /// Handles one datagram from the peer received at `now`. Returns the inner IP packet to
     /// write to the TUN device, if it is a data packet (its ingress record is logged).
     pub fn handle_datagram<'a>(&mut self, now: u64, buf: &'a [u8]) -> Option<&'a [u8]> {
-        match wire::parse(buf) {
+        let parsed = wire::parse(buf);
+        if parsed.is_ok() {
+            self.last_heard = now;
+        }
+        match parsed {
             Ok(Datagram::Syn) if self.role == Role::Server => {
                 if self.state == State::Connected {
                     self.counters.extra_syns += 1;
@@ -126,6 +176,11 @@ impl Endpoint {
                 });
                 Some(packet)
             }
+            Ok(Datagram::Fin) if self.state == State::Connected => {
+                self.state = State::PeerClosed;
+                None
+            }
+            Ok(Datagram::Keepalive | Datagram::Fin) => None,
             // A SYN at a client, an ACK at a server, data before the handshake: not ours.
             Ok(_) | Err(_) => {
                 self.counters.malformed += 1;
@@ -145,6 +200,7 @@ impl Endpoint {
         }
         let uid = self.next_uid;
         self.next_uid += 1;
+        self.last_sent = now;
         wire::write_uid(buf, uid);
         self.counters.sent += 1;
         self.log.push(Record {
@@ -157,10 +213,23 @@ impl Endpoint {
         Some(ip_len + wire::UID_LEN)
     }
 
-    /// A control datagram to send now, if any (the client's SYNs, the server's ACKs).
+    /// A control datagram to send now, if any: the client's SYNs, the server's ACKs, FINs
+    /// after [`Endpoint::close`], KEEPALIVEs when idle. Also where a silent peer is noticed.
     pub fn poll_transmit(&mut self, now: u64) -> Option<[u8; wire::UID_LEN]> {
+        let control = self.next_control(now);
+        if control.is_some() {
+            self.last_sent = now;
+        }
+        control.map(wire::control)
+    }
+
+    fn next_control(&mut self, now: u64) -> Option<u64> {
         if let Some(uid) = self.pending_control.take() {
-            return Some(wire::control(uid));
+            return Some(uid);
+        }
+        if self.fins_to_send > 0 {
+            self.fins_to_send -= 1;
+            return Some(wire::FIN);
         }
         if let State::Connecting { attempts, next_at } = self.state {
             if now >= next_at {
@@ -172,16 +241,29 @@ impl Endpoint {
                     attempts: attempts + 1,
                     next_at: now + SYN_INTERVAL_NS,
                 };
-                return Some(wire::control(wire::SYN));
+                return Some(wire::SYN);
+            }
+        }
+        if let (State::Connected, Some(timeout)) = (self.state, self.peer_timeout) {
+            if now.saturating_sub(self.last_heard) >= timeout {
+                self.state = State::PeerSilent;
+                return None;
+            }
+            if now.saturating_sub(self.last_sent) >= keepalive_interval(timeout) {
+                return Some(wire::KEEPALIVE);
             }
         }
         None
     }
 
-    /// When the endpoint next wants [`Endpoint::poll_transmit`] called, ns (client handshake).
+    /// When the endpoint next wants [`Endpoint::poll_transmit`] called, ns: the client's next
+    /// SYN; with a peer timeout, the next KEEPALIVE or the moment the peer counts as vanished.
     pub fn poll_timeout(&self) -> Option<u64> {
-        match self.state {
-            State::Connecting { next_at, .. } => Some(next_at),
+        match (self.state, self.peer_timeout) {
+            (State::Connecting { next_at, .. }, _) => Some(next_at),
+            (State::Connected, Some(timeout)) => Some(
+                (self.last_sent + keepalive_interval(timeout)).min(self.last_heard + timeout),
+            ),
             _ => None,
         }
     }
@@ -190,6 +272,10 @@ impl Endpoint {
     pub fn drain_log(&mut self) -> std::vec::Drain<'_, Record> {
         self.log.drain(..)
     }
+}
+
+fn keepalive_interval(peer_timeout: u64) -> u64 {
+    KEEPALIVE_INTERVAL_NS.min(peer_timeout / 4).max(1)
 }
 
 #[cfg(test)]
@@ -264,6 +350,57 @@ mod tests {
             assert!(now < 100 * SYN_INTERVAL_NS);
         }
         assert_eq!(syns, SYN_ATTEMPTS);
+    }
+
+    fn connected_pair(now: u64) -> (Endpoint, Endpoint) {
+        let mut server = Endpoint::new(Role::Server, 1, now);
+        let mut client = Endpoint::new(Role::Client, 1, now);
+        exchange(now, &mut client, &mut server);
+        exchange(now, &mut server, &mut client);
+        assert!(client.is_connected() && server.is_connected());
+        (server, client)
+    }
+
+    #[test]
+    fn fin_ends_the_peer() {
+        let (mut server, mut client) = connected_pair(0);
+        client.close();
+        let fins: Vec<_> = std::iter::from_fn(|| client.poll_transmit(5)).collect();
+        assert_eq!(fins.len(), usize::from(FIN_COPIES));
+        assert_eq!(server.handle_datagram(6, &fins[0]), None);
+        assert_eq!(server.state(), State::PeerClosed);
+        // Later copies and data after the FIN are not taken.
+        assert_eq!(server.handle_datagram(7, &fins[1]), None);
+        let mut buf = [0u8; 36];
+        buf[8] = 0x45;
+        assert!(server.encapsulate(8, &mut buf, 28).is_none());
+        assert_eq!(server.counters().malformed, 0);
+    }
+
+    #[test]
+    fn idle_endpoint_sends_keepalives_and_notices_a_silent_peer() {
+        const S: u64 = 1_000_000_000;
+        let (server, client) = connected_pair(0);
+        let mut server = server.with_peer_timeout(10 * S);
+        // Without a timeout: no keepalives, no deadline.
+        assert_eq!(client.poll_timeout(), None);
+        assert_eq!(server.poll_timeout(), Some(KEEPALIVE_INTERVAL_NS));
+        assert!(server.poll_transmit(S / 2).is_none());
+        let k = server.poll_transmit(S).expect("keepalive after 1 s idle");
+        assert_eq!(wire::parse(&k), Ok(Datagram::Keepalive));
+        assert!(server.poll_transmit(S + 1).is_none(), "one per interval");
+        // Data sent counts as activity; a datagram heard resets the deadline.
+        let mut buf = [0u8; 36];
+        buf[8] = 0x45;
+        server.encapsulate(2 * S - 1, &mut buf, 28).unwrap();
+        assert!(server.poll_transmit(2 * S).is_none());
+        server.handle_datagram(5 * S, &wire::control(wire::KEEPALIVE));
+        assert_eq!(server.poll_transmit(14 * S), Some(wire::control(wire::KEEPALIVE)));
+        assert!(server.is_connected());
+        assert_eq!(server.poll_timeout(), Some(15 * S));
+        assert!(server.poll_transmit(15 * S).is_none());
+        assert_eq!(server.state(), State::PeerSilent);
+        assert_eq!(server.poll_timeout(), None);
     }
 
     #[test]

@@ -70,6 +70,10 @@ pub struct EndpointConfig {
     /// Bind the UDP socket to this network device (`SO_BINDTODEVICE`), as pantheon-tunnel's
     /// `--interface`.
     pub bind_device: Option<String>,
+    /// End the endpoint when nothing has arrived from the connected peer for this long, and
+    /// send KEEPALIVEs while idle (see [`crate::endpoint`]); `None`: wait forever, as
+    /// pantheon-tunnel.
+    pub peer_timeout: Option<Duration>,
 }
 
 /// Shared between the endpoint thread and its owner.
@@ -81,6 +85,7 @@ pub struct Control {
     foreign: AtomicU64,
     log_records_dropped: AtomicU64,
     tun_write_errors: AtomicU64,
+    peer_closed: AtomicBool,
     error: Mutex<Option<String>>,
 }
 
@@ -130,6 +135,11 @@ impl Control {
             ));
         }
         w
+    }
+    /// True when the endpoint ended because the peer closed the tunnel (FIN): an orderly end,
+    /// though [`Control::error`] says so too.
+    pub fn peer_closed(&self) -> bool {
+        self.peer_closed.load(Ordering::SeqCst)
     }
     /// The error that ended the endpoint, if any.
     pub fn error(&self) -> Option<String> {
@@ -266,6 +276,7 @@ pub fn start(
         foreign: AtomicU64::new(0),
         log_records_dropped: AtomicU64::new(0),
         tun_write_errors: AtomicU64::new(0),
+        peer_closed: AtomicBool::new(false),
         error: Mutex::new(None),
     });
     let peer = match cfg.role {
@@ -274,7 +285,10 @@ pub fn start(
     };
     let stride = wire::UID_LEN + usize::from(mtu);
     let relay = Relay {
-        endpoint: Endpoint::new(cfg.role, cfg.flow, 0),
+        endpoint: match cfg.peer_timeout {
+            Some(t) => Endpoint::new(cfg.role, cfg.flow, 0).with_peer_timeout(t.as_nanos() as u64),
+            None => Endpoint::new(cfg.role, cfg.flow, 0),
+        },
         socket,
         tun,
         peer,
@@ -407,11 +421,11 @@ impl Relay {
         ];
         while !self.control.stop.load(Ordering::Relaxed) {
             self.send_control();
-            if self.endpoint.state() == State::Failed {
-                self.fail(format!(
-                    "failed to connect to tunnel server after {} tries",
-                    crate::endpoint::SYN_ATTEMPTS
-                ));
+            if let Some(reason) = self.ended() {
+                if self.endpoint.state() == State::PeerClosed {
+                    self.control.peer_closed.store(true, Ordering::SeqCst);
+                }
+                self.fail(reason);
                 break;
             }
             // Wake at least every 20 ms to notice `stop`, sooner for a due SYN.
@@ -438,6 +452,8 @@ impl Relay {
             }
             self.log_records();
         }
+        self.endpoint.close();
+        self.send_control();
         self.log_records();
         let mut dropped = 0;
         for ring in [self.ingress.take(), self.egress.take()]
@@ -453,6 +469,24 @@ impl Relay {
             .log_records_dropped
             .store(dropped, Ordering::SeqCst);
         self.endpoint.counters()
+    }
+
+    /// Why the endpoint must end on its own, if it must.
+    fn ended(&self) -> Option<String> {
+        let peer = self.peer.map_or("?".into(), |p| p.to_string());
+        match self.endpoint.state() {
+            State::Failed => Some(format!(
+                "failed to connect to tunnel server after {} tries",
+                crate::endpoint::SYN_ATTEMPTS
+            )),
+            State::PeerClosed => Some(format!("the tunnel peer at {peer} closed the tunnel")),
+            State::PeerSilent => Some(format!(
+                "nothing arrived from the tunnel peer at {peer} for {:.1} s: it vanished \
+                 (crashed, killed, or its path is down)",
+                self.endpoint.peer_timeout().unwrap_or(0) as f64 / 1e9
+            )),
+            _ => None,
+        }
     }
 
     fn send_control(&mut self) {

@@ -10,7 +10,10 @@
 //! This is pantheon-tunnel's `wrapped_packet_header` (a host-order `uint64_t`, little-endian on
 //! x86), so the per-packet overhead on the wire is the same 36 bytes: 20 (outer IPv4) + 8 (UDP) +
 //! 8 (UID). A datagram of exactly 8 bytes is a control message: UID `u64::MAX` is the client's
-//! SYN, `u64::MAX - 1` the server's ACK.
+//! SYN, `u64::MAX - 1` the server's ACK (both as pantheon-tunnel); ours add `u64::MAX - 2`, FIN
+//! (the sender is closing the tunnel), and `u64::MAX - 3`, KEEPALIVE (sent by an idle endpoint
+//! that watches for a vanished peer). pantheon-tunnel has neither: to run opposite an original
+//! mm-tunnelserver/mm-tunnelclient, turn the peer timeout off.
 
 /// Length of the UID header in bytes.
 pub const UID_LEN: usize = 8;
@@ -22,6 +25,10 @@ pub const OVERHEAD: usize = OUTER_HEADERS + UID_LEN;
 pub const SYN: u64 = u64::MAX;
 /// Control UID sent by the server in answer to every SYN.
 pub const ACK: u64 = u64::MAX - 1;
+/// Control UID sent (a few times) by an endpoint that is closing the tunnel.
+pub const FIN: u64 = u64::MAX - 2;
+/// Control UID sent by an idle endpoint so that its peer knows it is alive.
+pub const KEEPALIVE: u64 = u64::MAX - 3;
 
 /// Inner MTU for a path MTU `path_mtu`: `path_mtu − 36` (1464 for 1500), as pantheon-tunnel.
 pub fn inner_mtu(path_mtu: u16) -> u16 {
@@ -49,6 +56,10 @@ pub enum Datagram<'a> {
     Syn,
     /// Server → client handshake answer.
     Ack,
+    /// The peer is closing the tunnel.
+    Fin,
+    /// The peer is alive (and idle).
+    Keepalive,
     /// A tunnelled packet: its UID and the inner IP packet.
     Data {
         /// The sender's per-packet unique id.
@@ -69,6 +80,8 @@ pub fn parse(buf: &[u8]) -> Result<Datagram<'_>, Error> {
         return match uid {
             SYN => Ok(Datagram::Syn),
             ACK => Ok(Datagram::Ack),
+            FIN => Ok(Datagram::Fin),
+            KEEPALIVE => Ok(Datagram::Keepalive),
             other => Err(Error::UnknownControl(other)),
         };
     }
@@ -96,6 +109,8 @@ mod tests {
     fn parses_control_and_data() {
         assert_eq!(parse(&control(SYN)), Ok(Datagram::Syn));
         assert_eq!(parse(&control(ACK)), Ok(Datagram::Ack));
+        assert_eq!(parse(&control(FIN)), Ok(Datagram::Fin));
+        assert_eq!(parse(&control(KEEPALIVE)), Ok(Datagram::Keepalive));
         assert_eq!(parse(&control(7)), Err(Error::UnknownControl(7)));
         assert_eq!(parse(&[1, 2, 3]), Err(Error::Truncated(3)));
         // uid 0x0102 followed by a (fake) IPv4 packet.

@@ -311,3 +311,121 @@ fn client_without_server_gives_up_with_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// A connected server/client pair running `server_cmd` and `client_cmd` (after `sh -c`), with
+/// extra options for each; stderr goes to files in `dir`.
+fn pair(
+    dir: &Path,
+    server_opts: &[&str],
+    server_cmd: &str,
+    client_cmd: &str,
+) -> (Child, Child) {
+    let stderr = |name: &str| Stdio::from(std::fs::File::create(dir.join(name)).unwrap());
+    let mut server = Command::new(BIN)
+        .arg("server")
+        .args(server_opts)
+        .args(["sh", "-c", server_cmd])
+        .stdout(Stdio::piped())
+        .stderr(stderr("server.err"))
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words.first(), Some(&"mm-tunnelclient"), "{line}");
+    let client = Command::new(BIN)
+        .args(["client", "127.0.0.1", words[2], words[3], words[4]])
+        .args(["sh", "-c", client_cmd])
+        .stdout(Stdio::null())
+        .stderr(stderr("client.err"))
+        .spawn()
+        .unwrap();
+    (server, client)
+}
+
+fn pid_in(path: &Path) -> u32 {
+    assert!(io_wait(|| std::fs::read_to_string(path).is_ok_and(|s| s.ends_with('\n'))));
+    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+}
+
+/// The host's first non-loopback IPv4 address.
+fn host_address() -> String {
+    let out = Command::new("ip").args(["-4", "-o", "addr", "show"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(3))
+        .filter_map(|a| a.split('/').next())
+        .find(|a| !a.starts_with("127."))
+        .expect("this test needs a non-loopback IPv4 address on the host")
+        .to_owned()
+}
+
+#[test]
+fn a_closing_peer_ends_the_other_endpoint() {
+    let dir = scratch("fin");
+    let pid_file = dir.join("server.pid");
+    // Containment first: from the client's namespace, a host address outside the tunnel is
+    // unreachable (routed into the tunnel, not forwarded by the server's namespace).
+    let listener = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let target = format!("{}/{}", host_address(), listener.local_addr().unwrap().port());
+    let (mut server, mut client) = pair(
+        &dir,
+        &[],
+        &format!("echo $$ > {}; exec sleep 1000", pid_file.display()),
+        &format!("timeout 3 bash -c 'echo > /dev/tcp/{target}' 2>/dev/null; exit $((3 + $?))"),
+    );
+    let command = pid_in(&pid_file);
+    // The client's COMMAND exits at once: the client passes on its status and sends FIN.
+    let status = wait_exit(&mut client, Duration::from_secs(10)).code();
+    assert!(matches!(status, Some(4..)), "{target} reachable: exit {status:?}");
+    assert!(listener.accept().is_err(), "a connection reached the host");
+    // The server ends its COMMAND (after a 2 s grace) and says why.
+    let status = wait_exit(&mut server, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1));
+    let err = std::fs::read_to_string(dir.join("server.err")).unwrap();
+    assert!(err.contains("closed the tunnel"), "{err}");
+    assert!(!Path::new(&format!("/proc/{command}")).exists());
+    assert!(namespaces_of(server.id()).is_empty() && namespaces_of(client.id()).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_vanished_peer_ends_the_other_endpoint_after_the_peer_timeout() {
+    let dir = scratch("vanish");
+    let pid_file = dir.join("server.pid");
+    let (mut server, mut client) = pair(
+        &dir,
+        &["--peer-timeout", "1.5"],
+        &format!("echo $$ > {}; exec sleep 1000", pid_file.display()),
+        "exec sleep 1000",
+    );
+    let command = pid_in(&pid_file);
+    // Idle for longer than the timeout: KEEPALIVEs keep both ends up.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(server.try_wait().unwrap().is_none(), "idle tunnel ended");
+    // SIGKILL: the client can neither send FIN nor clean up.
+    client.kill().unwrap();
+    client.wait().unwrap();
+    let killed_at = Instant::now();
+    let status = wait_exit(&mut server, Duration::from_secs(10));
+    let took = killed_at.elapsed();
+    // Our own leftovers of the killed client: its COMMAND and namespace.
+    for ns in namespaces_of(client.id()) {
+        let out = Command::new("ip").args(["netns", "pids", &ns]).output().unwrap();
+        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            // SAFETY: plain syscall; these processes were started by the killed client.
+            unsafe { libc::kill(pid.parse().unwrap(), libc::SIGKILL) };
+        }
+        netns::run_command("ip", &["netns", "del", &ns]).unwrap();
+    }
+    assert_eq!(status.code(), Some(1));
+    assert!(took < Duration::from_secs(4), "noticed after {took:?}");
+    let err = std::fs::read_to_string(dir.join("server.err")).unwrap();
+    assert!(err.contains("for 1.5 s: it vanished"), "{err}");
+    assert!(!Path::new(&format!("/proc/{command}")).exists());
+    assert!(namespaces_of(server.id()).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -115,6 +115,12 @@ struct EndpointArgs {
     /// record the direction).
     #[arg(long)]
     sender_side: bool,
+    /// End (exit status 1, with a message) when nothing has arrived from the connected peer
+    /// for SECS seconds, e.g. because it was killed; while idle, send a KEEPALIVE every second
+    /// so that the peer does not. 0: wait forever, as pantheon-tunnel (needed opposite an
+    /// original mm-tunnelserver/mm-tunnelclient, which sends no KEEPALIVEs).
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_seconds)]
+    peer_timeout: Duration,
     // Last field, and the struct is flattened last: COMMAND follows the client's positionals.
     /// Program and arguments to run inside the tunnel namespace (default: $SHELL).
     #[arg(
@@ -131,6 +137,14 @@ enum FormatArg {
     Binary,
     /// pantheon-tunnel's text logs, byte for byte.
     Pantheon,
+}
+
+/// A duration in seconds (decimals allowed), ≥ 0.
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?}: seconds must be ≥ 0"))
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -227,6 +241,7 @@ fn endpoint_main(
             path_mtu,
             udp_addr,
             bind_device: args.interface,
+            peer_timeout: (!args.peer_timeout.is_zero()).then_some(args.peer_timeout),
         },
         None,
         &ns,
@@ -280,11 +295,20 @@ fn endpoint_main(
     let mut child = cmd
         .spawn()
         .with_context(|| format!("start {:?} in namespace {}", cmd.get_program(), ns.name()))?;
+    // COMMAND runs until it exits, we are interrupted, or the tunnel ends under it. When the
+    // peer closed the tunnel, COMMAND gets a moment to finish on its own (both ends of a
+    // scheme often stop together).
+    let mut closed_at = None;
     let status = loop {
         if let Some(status) = child.try_wait().context("wait for the command")? {
             break Some(status);
         }
-        if INTERRUPTED.load(Ordering::SeqCst) || endpoint.control.error().is_some() {
+        let control = &endpoint.control;
+        if control.peer_closed() && closed_at.is_none() {
+            closed_at = Some(std::time::Instant::now());
+        }
+        let grace_over = closed_at.is_none_or(|t| t.elapsed() >= PEER_CLOSED_GRACE);
+        if INTERRUPTED.load(Ordering::SeqCst) || (control.error().is_some() && grace_over) {
             if on_tty {
                 // SAFETY: plain syscall on our own child.
                 unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
@@ -298,20 +322,31 @@ fn endpoint_main(
     };
     let control = endpoint.control.clone();
     endpoint.finish();
-    let error = control.error();
     for w in control.warnings() {
         eprintln!("warning: {w}");
     }
-    if let Some(e) = error {
-        bail!("{e}");
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        return Ok(130);
     }
-    Ok(match status {
-        Some(s) => s
-            .code()
-            .map(|c| c as u8)
-            .unwrap_or_else(|| 128 + s.signal().unwrap_or(0) as u8),
-        None => 130,
-    })
+    match (control.error(), status) {
+        (Some(e), Some(s)) if control.peer_closed() => {
+            eprintln!("{e}");
+            Ok(exit_code(s))
+        }
+        (Some(e), _) => bail!("{e}"),
+        (None, Some(s)) => Ok(exit_code(s)),
+        (None, None) => Ok(130),
+    }
+}
+
+/// How long COMMAND may take to exit on its own once the peer closed the tunnel.
+const PEER_CLOSED_GRACE: Duration = Duration::from_secs(2);
+
+/// A child's exit status as ours: its code, or 128 + the signal that ended it (as shells do).
+fn exit_code(s: std::process::ExitStatus) -> u8 {
+    s.code()
+        .map(|c| c as u8)
+        .unwrap_or_else(|| 128 + s.signal().unwrap_or(0) as u8)
 }
 
 /// Pantheon's log header quotes argv in getopt's permuted order: options first, then the
