@@ -473,16 +473,17 @@ impl Relay {
 
     /// Why the endpoint must end on its own, if it must.
     fn ended(&self) -> Option<String> {
-        let peer = self.peer.map_or("?".into(), |p| p.to_string());
+        let peer = || self.peer.map_or("?".into(), |p| p.to_string());
         match self.endpoint.state() {
             State::Failed => Some(format!(
                 "failed to connect to tunnel server after {} tries",
                 crate::endpoint::SYN_ATTEMPTS
             )),
-            State::PeerClosed => Some(format!("the tunnel peer at {peer} closed the tunnel")),
+            State::PeerClosed => Some(format!("the tunnel peer at {} closed the tunnel", peer())),
             State::PeerSilent => Some(format!(
-                "nothing arrived from the tunnel peer at {peer} for {:.1} s: it vanished \
+                "nothing arrived from the tunnel peer at {} for {:.1} s: it vanished \
                  (crashed, killed, or its path is down)",
+                peer(),
                 self.endpoint.peer_timeout().unwrap_or(0) as f64 / 1e9
             )),
             _ => None,
