@@ -180,7 +180,7 @@ fn cubic_with_iid_loss_both_ways() {
 }
 
 #[test]
-fn failing_scheme_does_not_stop_the_next_one() {
+fn failing_scheme_does_not_stop_the_next_one_and_notes_reach_the_summary() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/schemes");
     let exp = run(
@@ -188,7 +188,7 @@ fn failing_scheme_does_not_stop_the_next_one() {
         "4",
         &[
             "--schemes",
-            "broken cubic",
+            "broken bbr",
             "--schemes-dir",
             fixtures,
             "--prepend-mm-cmds",
@@ -205,11 +205,17 @@ fn failing_scheme_does_not_stop_the_next_one() {
         reason.contains("exit status: 3") && reason.contains("cannot reach"),
         "{reason}"
     );
-    assert_eq!(runs[1]["scheme"], "cubic");
+    assert_eq!(runs[1]["scheme"], "bbr");
     assert_eq!(runs[1]["status"], "ok");
-    assert!(total(&exp, "cubic")["tput"].as_f64().unwrap() > 5.0);
+    assert!(total(&exp, "bbr")["tput"].as_f64().unwrap() > 5.0);
     let summary = std::fs::read_to_string(exp.dir.join("pantheon_summary.md")).unwrap();
     assert!(summary.contains("| broken | 1 | FAILED |"), "{summary}");
+    // The runner's remarks (BBR: whether the fq qdisc could be installed) reach the summary.
+    let notes = runs[1]["notes"].as_array().unwrap();
+    assert!(!notes.is_empty());
+    for n in notes {
+        assert!(summary.contains(n.as_str().unwrap()), "{n} not in\n{summary}");
+    }
     assert!(
         exp.output.contains("broken run 1: FAILED"),
         "{}",

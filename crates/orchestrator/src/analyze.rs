@@ -60,12 +60,21 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
             let reason = recorded
                 .and_then(|r| r["reason"].as_str())
                 .map(str::to_owned);
+            // The runner's remarks (qdisc used, drain, tunnel warnings) come first.
+            let notes = recorded
+                .and_then(|r| r["notes"].as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
             let mut rr = RunResult {
                 run_id,
                 status: status.clone(),
                 reason,
                 stats: None,
-                flags: Vec::new(),
+                flags: notes,
             };
             if status == "ok" {
                 match analyzer::ingest::read_run(dir, scheme, run_id) {
