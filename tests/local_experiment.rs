@@ -214,7 +214,10 @@ fn failing_scheme_does_not_stop_the_next_one_and_notes_reach_the_summary() {
     let notes = runs[1]["notes"].as_array().unwrap();
     assert!(!notes.is_empty());
     for n in notes {
-        assert!(summary.contains(n.as_str().unwrap()), "{n} not in\n{summary}");
+        assert!(
+            summary.contains(n.as_str().unwrap()),
+            "{n} not in\n{summary}"
+        );
     }
     assert!(
         exp.output.contains("broken run 1: FAILED"),

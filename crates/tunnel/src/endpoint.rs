@@ -261,9 +261,9 @@ impl Endpoint {
     pub fn poll_timeout(&self) -> Option<u64> {
         match (self.state, self.peer_timeout) {
             (State::Connecting { next_at, .. }, _) => Some(next_at),
-            (State::Connected, Some(timeout)) => Some(
-                (self.last_sent + keepalive_interval(timeout)).min(self.last_heard + timeout),
-            ),
+            (State::Connected, Some(timeout)) => {
+                Some((self.last_sent + keepalive_interval(timeout)).min(self.last_heard + timeout))
+            }
             _ => None,
         }
     }
@@ -395,7 +395,10 @@ mod tests {
         server.encapsulate(2 * S - 1, &mut buf, 28).unwrap();
         assert!(server.poll_transmit(2 * S).is_none());
         server.handle_datagram(5 * S, &wire::control(wire::KEEPALIVE));
-        assert_eq!(server.poll_transmit(14 * S), Some(wire::control(wire::KEEPALIVE)));
+        assert_eq!(
+            server.poll_transmit(14 * S),
+            Some(wire::control(wire::KEEPALIVE))
+        );
         assert!(server.is_connected());
         assert_eq!(server.poll_timeout(), Some(15 * S));
         assert!(server.poll_transmit(15 * S).is_none());

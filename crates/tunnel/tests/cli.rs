@@ -314,12 +314,7 @@ fn client_without_server_gives_up_with_a_clear_error() {
 
 /// A connected server/client pair running `server_cmd` and `client_cmd` (after `sh -c`), with
 /// extra options for each; stderr goes to files in `dir`.
-fn pair(
-    dir: &Path,
-    server_opts: &[&str],
-    server_cmd: &str,
-    client_cmd: &str,
-) -> (Child, Child) {
+fn pair(dir: &Path, server_opts: &[&str], server_cmd: &str, client_cmd: &str) -> (Child, Child) {
     let stderr = |name: &str| Stdio::from(std::fs::File::create(dir.join(name)).unwrap());
     let mut server = Command::new(BIN)
         .arg("server")
@@ -346,13 +341,22 @@ fn pair(
 }
 
 fn pid_in(path: &Path) -> u32 {
-    assert!(io_wait(|| std::fs::read_to_string(path).is_ok_and(|s| s.ends_with('\n'))));
-    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+    assert!(io_wait(
+        || std::fs::read_to_string(path).is_ok_and(|s| s.ends_with('\n'))
+    ));
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// The host's first non-loopback IPv4 address.
 fn host_address() -> String {
-    let out = Command::new("ip").args(["-4", "-o", "addr", "show"]).output().unwrap();
+    let out = Command::new("ip")
+        .args(["-4", "-o", "addr", "show"])
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().nth(3))
@@ -370,7 +374,11 @@ fn a_closing_peer_ends_the_other_endpoint() {
     // unreachable (routed into the tunnel, not forwarded by the server's namespace).
     let listener = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     listener.set_nonblocking(true).unwrap();
-    let target = format!("{}/{}", host_address(), listener.local_addr().unwrap().port());
+    let target = format!(
+        "{}/{}",
+        host_address(),
+        listener.local_addr().unwrap().port()
+    );
     let (mut server, mut client) = pair(
         &dir,
         &[],
@@ -380,7 +388,10 @@ fn a_closing_peer_ends_the_other_endpoint() {
     let command = pid_in(&pid_file);
     // The client's COMMAND exits at once: the client passes on its status and sends FIN.
     let status = wait_exit(&mut client, Duration::from_secs(10)).code();
-    assert!(matches!(status, Some(4..)), "{target} reachable: exit {status:?}");
+    assert!(
+        matches!(status, Some(4..)),
+        "{target} reachable: exit {status:?}"
+    );
     assert!(listener.accept().is_err(), "a connection reached the host");
     // The server ends its COMMAND (after a 2 s grace) and says why.
     let status = wait_exit(&mut server, Duration::from_secs(10));
@@ -414,7 +425,10 @@ fn a_vanished_peer_ends_the_other_endpoint_after_the_peer_timeout() {
     let took = killed_at.elapsed();
     // Our own leftovers of the killed client: its COMMAND and namespace.
     for ns in namespaces_of(client.id()) {
-        let out = Command::new("ip").args(["netns", "pids", &ns]).output().unwrap();
+        let out = Command::new("ip")
+            .args(["netns", "pids", &ns])
+            .output()
+            .unwrap();
         for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
             // SAFETY: plain syscall; these processes were started by the killed client.
             unsafe { libc::kill(pid.parse().unwrap(), libc::SIGKILL) };
