@@ -312,13 +312,13 @@ fn client_without_server_gives_up_with_a_clear_error() {
     );
 }
 
-/// A connected server/client pair running `server_cmd` and `client_cmd` (after `sh -c`), with
-/// extra options for each; stderr goes to files in `dir`.
-fn pair(dir: &Path, server_opts: &[&str], server_cmd: &str, client_cmd: &str) -> (Child, Child) {
+/// A connected server/client pair running `server_cmd` and `client_cmd` (after `sh -c`), both
+/// with the extra options `opts`; stderr goes to files in `dir`.
+fn pair(dir: &Path, opts: &[&str], server_cmd: &str, client_cmd: &str) -> (Child, Child) {
     let stderr = |name: &str| Stdio::from(std::fs::File::create(dir.join(name)).unwrap());
     let mut server = Command::new(BIN)
         .arg("server")
-        .args(server_opts)
+        .args(opts)
         .args(["sh", "-c", server_cmd])
         .stdout(Stdio::piped())
         .stderr(stderr("server.err"))
@@ -332,6 +332,7 @@ fn pair(dir: &Path, server_opts: &[&str], server_cmd: &str, client_cmd: &str) ->
     assert_eq!(words.first(), Some(&"mm-tunnelclient"), "{line}");
     let client = Command::new(BIN)
         .args(["client", "127.0.0.1", words[2], words[3], words[4]])
+        .args(opts)
         .args(["sh", "-c", client_cmd])
         .stdout(Stdio::null())
         .stderr(stderr("client.err"))
