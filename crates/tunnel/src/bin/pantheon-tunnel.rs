@@ -116,8 +116,8 @@ struct EndpointArgs {
     #[arg(long)]
     sender_side: bool,
     /// End (exit status 1, with a message) when nothing has arrived from the connected peer
-    /// for SECS seconds, e.g. because it was killed; while idle, send a KEEPALIVE every second
-    /// so that the peer does not. 0: wait forever, as pantheon-tunnel (needed opposite an
+    /// for SECS seconds, e.g. because it was killed; while idle, send KEEPALIVEs (every second,
+    /// or every SECS/4 if shorter) so that the peer does not. 0: wait forever, as pantheon-tunnel (needed opposite an
     /// original mm-tunnelserver/mm-tunnelclient, which sends no KEEPALIVEs).
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_seconds)]
     peer_timeout: Duration,
@@ -326,6 +326,9 @@ fn endpoint_main(
         eprintln!("warning: {w}");
     }
     if INTERRUPTED.load(Ordering::SeqCst) {
+        if let Some(e) = control.error() {
+            eprintln!("{e}");
+        }
         return Ok(130);
     }
     match (control.error(), status) {
