@@ -284,11 +284,12 @@ pub fn start(
         Role::Server => None,
     };
     let stride = wire::UID_LEN + usize::from(mtu);
+    let mut endpoint = Endpoint::new(cfg.role, cfg.flow, 0);
+    if let Some(t) = cfg.peer_timeout {
+        endpoint = endpoint.with_peer_timeout(t.as_nanos() as u64);
+    }
     let relay = Relay {
-        endpoint: match cfg.peer_timeout {
-            Some(t) => Endpoint::new(cfg.role, cfg.flow, 0).with_peer_timeout(t.as_nanos() as u64),
-            None => Endpoint::new(cfg.role, cfg.flow, 0),
-        },
+        endpoint,
         socket,
         tun,
         peer,
@@ -302,13 +303,7 @@ pub fn start(
         datagram_lens: [0; SEGMENTS],
         tun_read: vec![0; tun_rs::VIRTIO_NET_HDR_LEN + 65_535],
         rx_buf: vec![0; RX_LEN],
-        // GRO only coalesces into a buffer whose capacity holds the whole merged packet
-        // (tun-rs: 2 × header + up to 64 KiB).
-        tun_out: (0..TUN_BATCH)
-            .map(|_| Vec::with_capacity(2 * tun_rs::VIRTIO_NET_HDR_LEN + 65_535))
-            .collect(),
-        tun_out_len: 0,
-        gro: tun_rs::GROTable::default(),
+        tun_batch: TunBatch::new(),
         gso: true,
     };
     let thread = std::thread::Builder::new()
@@ -387,11 +382,8 @@ struct Relay {
     tun_read: Vec<u8>,
     /// Received datagrams (possibly several, coalesced by UDP_GRO).
     rx_buf: Vec<u8>,
-    /// Inner packets waiting to be written to the TUN device, each after
-    /// `VIRTIO_NET_HDR_LEN` bytes of headroom.
-    tun_out: Vec<Vec<u8>>,
-    tun_out_len: usize,
-    gro: tun_rs::GROTable,
+    /// Inner packets waiting to be written to the TUN device.
+    tun_batch: TunBatch,
     /// False once a segmented send failed (e.g. a device without checksum offload): datagrams
     /// then go one by one.
     gso: bool,
@@ -525,31 +517,12 @@ impl Relay {
             let step = segment.map_or(n, usize::from).max(1);
             for datagram in self.rx_buf[..n].chunks(step) {
                 if let Some(packet) = self.endpoint.handle_datagram(now, datagram) {
-                    let out = &mut self.tun_out[self.tun_out_len];
-                    out.clear();
-                    out.resize(tun_rs::VIRTIO_NET_HDR_LEN, 0);
-                    out.extend_from_slice(packet);
-                    self.tun_out_len += 1;
-                    if self.tun_out_len == TUN_BATCH {
-                        flush_tun(
-                            &self.tun,
-                            &mut self.gro,
-                            &mut self.tun_out,
-                            &mut self.tun_out_len,
-                            &self.control,
-                        );
-                    }
+                    self.tun_batch.push(packet, &self.tun, &self.control);
                 }
             }
             self.send_control();
         }
-        flush_tun(
-            &self.tun,
-            &mut self.gro,
-            &mut self.tun_out,
-            &mut self.tun_out_len,
-            &self.control,
-        );
+        self.tun_batch.flush(&self.tun, &self.control);
     }
 
     /// TUN → UDP: reads what the TUN device has (a GSO packet is split into its segments, each
@@ -660,23 +633,56 @@ impl Relay {
     }
 }
 
-/// Writes the first `*len` packets of `out` to the TUN device (GRO coalesces what it can);
-/// a refused batch is counted in `control`.
-fn flush_tun(
-    tun: &tun_rs::SyncDevice,
-    gro: &mut tun_rs::GROTable,
-    out: &mut [Vec<u8>],
-    len: &mut usize,
-    control: &Control,
-) {
-    if *len > 0 {
-        if tun
-            .send_multiple(gro, &mut out[..*len], tun_rs::VIRTIO_NET_HDR_LEN)
-            .is_err()
-        {
-            control.tun_write_errors.fetch_add(1, Ordering::Relaxed);
+/// Inner packets on their way to the TUN device, written [`TUN_BATCH`] at a time so that
+/// tun-rs's GRO can coalesce them.
+struct TunBatch {
+    /// One buffer per packet: `VIRTIO_NET_HDR_LEN` bytes of headroom, then the packet.
+    out: Vec<Vec<u8>>,
+    len: usize,
+    gro: tun_rs::GROTable,
+}
+
+impl TunBatch {
+    fn new() -> TunBatch {
+        TunBatch {
+            // GRO only coalesces into a buffer whose capacity holds the whole merged packet
+            // (tun-rs: 2 × header + up to 64 KiB).
+            out: (0..TUN_BATCH)
+                .map(|_| Vec::with_capacity(2 * tun_rs::VIRTIO_NET_HDR_LEN + 65_535))
+                .collect(),
+            len: 0,
+            gro: tun_rs::GROTable::default(),
         }
-        *len = 0;
+    }
+
+    /// Adds `packet`; writes the batch once it is full.
+    fn push(&mut self, packet: &[u8], tun: &tun_rs::SyncDevice, control: &Control) {
+        let out = &mut self.out[self.len];
+        out.clear();
+        out.resize(tun_rs::VIRTIO_NET_HDR_LEN, 0);
+        out.extend_from_slice(packet);
+        self.len += 1;
+        if self.len == TUN_BATCH {
+            self.flush(tun, control);
+        }
+    }
+
+    /// Writes the packets held to the TUN device (GRO coalesces what it can); a refused
+    /// batch is counted in `control`.
+    fn flush(&mut self, tun: &tun_rs::SyncDevice, control: &Control) {
+        if self.len > 0 {
+            if tun
+                .send_multiple(
+                    &mut self.gro,
+                    &mut self.out[..self.len],
+                    tun_rs::VIRTIO_NET_HDR_LEN,
+                )
+                .is_err()
+            {
+                control.tun_write_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            self.len = 0;
+        }
     }
 }
 
