@@ -9,16 +9,19 @@
 //! network namespaces with one ferry thread per direction.
 //!
 //! - [`trace`]: trace files (`1 2 3 4 6` = 10 Mbit/s) and the constant-rate generator.
-//! - [`queue`]: `infinite` and `droptail` (`packets=`/`bytes=`), byte counts with Mahimahi's
-//!   4-byte header.
-//! - [`stage`]: link, delay and loss stages and the [`stage::Pipeline`] of one direction.
-//! - [`mm`]: Pantheon's `--prepend-mm-cmds`/`--extra-mm-link-args` strings → [`mm::EmulatedPath`].
+//! - [`queue`]: `infinite`, `droptail`, `drophead`, `codel` and `pie` with Mahimahi's argument
+//!   syntax; byte counts include Mahimahi's 4-byte header.
+//! - [`stage`]: link, delay, loss and on/off stages and the [`stage::Pipeline`] of one
+//!   direction.
+//! - [`linklog`]: mm-link's `--uplink-log` text format.
+//! - [`mm`]: chains of Mahimahi shells (`mm-delay 28 mm-link up down -- cmd`) and Pantheon's
+//!   `--prepend-mm-cmds`/`--extra-mm-link-args` strings → [`mm::EmulatedPath`].
 //! - [`runtime`]: TUN devices + ferry threads.
 //!
 //! ```
 //! use pantheon_emucal::{queue::QueueSpec, stage::{AnyStage, LinkStage, Pipeline, MS}, trace::Trace};
 //! // 12 Mbit/s: one 1500-byte opportunity per ms.
-//! let link = LinkStage::new(&Trace::constant_rate(12.0).unwrap(), QueueSpec::Infinite);
+//! let link = LinkStage::new(&Trace::constant_rate(12.0).unwrap(), QueueSpec::Infinite, 0);
 //! let mut p = Pipeline::new(vec![AnyStage::Link(link)]);
 //! p.push(0, vec![0u8; 1500]);
 //! p.push(0, vec![0u8; 1500]);
@@ -27,6 +30,7 @@
 //! assert_eq!(p.pop().unwrap().0, 2 * MS);
 //! ```
 
+pub mod linklog;
 pub mod mm;
 pub mod queue;
 pub mod runtime;

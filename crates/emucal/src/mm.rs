@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::queue::QueueSpec;
-use crate::stage::{AnyStage, DelayStage, LinkStage, LossStage, Pipeline, MS};
+use crate::stage::{AnyStage, DelayStage, LinkStage, LossStage, Pipeline, SwitchStage, MS};
 use crate::trace::{Trace, TraceError};
 
 /// Errors in an emulator description, each naming the offending word or file.
@@ -33,6 +33,16 @@ pub enum LinkDirection {
     Downlink,
 }
 
+impl LinkDirection {
+    /// `Uplink` / `Downlink`, as in mm-link's log header.
+    pub fn title(self) -> &'static str {
+        match self {
+            LinkDirection::Uplink => "Uplink",
+            LinkDirection::Downlink => "Downlink",
+        }
+    }
+}
+
 /// One Mahimahi shell.
 #[derive(Debug, Clone, serde::Serialize)]
 pub enum Shell {
@@ -48,23 +58,94 @@ pub enum Shell {
         /// Drop probability per packet, 0–1.
         rate: f64,
     },
-    /// `mm-link UP DOWN [options]`.
-    Link {
-        /// Uplink trace file.
-        uplink_trace: PathBuf,
-        /// Downlink trace file.
-        downlink_trace: PathBuf,
-        /// Parsed uplink trace.
-        #[serde(skip)]
-        uplink: Trace,
-        /// Parsed downlink trace.
-        #[serde(skip)]
-        downlink: Trace,
-        /// Uplink queue.
-        uplink_queue: QueueSpec,
-        /// Downlink queue.
-        downlink_queue: QueueSpec,
+    /// `mm-onoff` (exponential periods) or `mm-intermittent` (periodic)
+    /// `uplink|downlink MEAN_ON_S MEAN_OFF_S`: packets arriving while off are dropped.
+    Switch {
+        /// The direction that switches.
+        direction: LinkDirection,
+        /// Mean time on, s.
+        mean_on_s: f64,
+        /// Mean time off, s.
+        mean_off_s: f64,
+        /// `mm-onoff` (true) or `mm-intermittent` (false).
+        random: bool,
     },
+    /// `mm-link UP DOWN [options]`.
+    Link(Box<LinkShell>),
+}
+
+/// `mm-link UPLINK_TRACE DOWNLINK_TRACE [--uplink-queue=… --uplink-queue-args=… --once
+/// --uplink-log=FILE --downlink-log=FILE]`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LinkShell {
+    /// Uplink trace file.
+    pub uplink_trace: PathBuf,
+    /// Downlink trace file.
+    pub downlink_trace: PathBuf,
+    /// Parsed uplink trace.
+    #[serde(skip)]
+    pub uplink: Trace,
+    /// Parsed downlink trace.
+    #[serde(skip)]
+    pub downlink: Trace,
+    /// Uplink queue.
+    pub uplink_queue: QueueSpec,
+    /// Downlink queue.
+    pub downlink_queue: QueueSpec,
+    /// `--once`: one pass over the traces, then the shell ends.
+    pub once: bool,
+    /// `--uplink-log=FILE`.
+    pub uplink_log: Option<PathBuf>,
+    /// `--downlink-log=FILE`.
+    pub downlink_log: Option<PathBuf>,
+    /// The shell's own argv as Mahimahi would see it (`mm-link` … command), for log headers.
+    #[serde(skip)]
+    pub argv: Vec<String>,
+    /// `MAHIMAHI_SHELL_PREFIX` of the shells around it (`[delay 28 ms] `), for log headers.
+    #[serde(skip)]
+    pub enclosing_prefix: String,
+}
+
+impl LinkShell {
+    /// Trace, queue and log file of one direction.
+    pub fn direction(&self, d: LinkDirection) -> (&Trace, QueueSpec, Option<&Path>, &Path) {
+        match d {
+            LinkDirection::Uplink => (
+                &self.uplink,
+                self.uplink_queue,
+                self.uplink_log.as_deref(),
+                &self.uplink_trace,
+            ),
+            LinkDirection::Downlink => (
+                &self.downlink,
+                self.downlink_queue,
+                self.downlink_log.as_deref(),
+                &self.downlink_trace,
+            ),
+        }
+    }
+}
+
+impl Shell {
+    /// What the shell appends to `MAHIMAHI_SHELL_PREFIX` (`[delay 28 ms] `, `[link] `).
+    pub fn prefix(&self) -> String {
+        let dir = |d: &LinkDirection| match d {
+            LinkDirection::Uplink => "up",
+            LinkDirection::Downlink => "down",
+        };
+        match self {
+            Shell::Delay { ms } => format!("[delay {ms} ms] "),
+            Shell::Loss { direction, rate } => format!("[loss {}={rate}] ", dir(direction)),
+            Shell::Switch {
+                direction, random, ..
+            } => format!(
+                "[{} {}] ",
+                if *random { "onoff" } else { "intermittent" },
+                dir(direction)
+            ),
+            Shell::Link(_) => "[link] ".into(),
+        }
+    }
 }
 
 /// The emulated path: shells from outermost to innermost.
@@ -74,105 +155,235 @@ pub struct EmulatedPath {
     pub shells: Vec<Shell>,
     /// The command line as Mahimahi would be invoked, for reports.
     pub command_line: String,
+    /// `--ms-clock`: stages see time on Mahimahi's integer-ms clock.
+    pub ms_clock: bool,
 }
 
-/// Parses a sequence of shells written as Mahimahi commands (`mm-delay 28 mm-loss uplink 0.1`).
-pub fn parse_shells(text: &str) -> Result<Vec<Shell>, MmError> {
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let mut shells = Vec::new();
-    let mut i = 0;
-    let syntax = |m: String| MmError::Syntax(m);
-    while i < words.len() {
-        match words[i] {
-            "mm-delay" => {
-                let arg = words
-                    .get(i + 1)
-                    .ok_or_else(|| syntax("mm-delay needs DELAY_MS (one-way delay, ms)".into()))?;
-                let ms = arg.parse::<u64>().map_err(|_| {
-                    syntax(format!(
-                        "mm-delay: `{arg}` is not a non-negative integer number of ms"
-                    ))
-                })?;
-                shells.push(Shell::Delay { ms });
-                i += 2;
+/// A parsed chain of shells and the command to run in the innermost one (empty: none given).
+#[derive(Debug, Clone)]
+pub struct Chain {
+    /// The shells, outermost first.
+    pub shells: Vec<Shell>,
+    /// The command words after the chain.
+    pub command: Vec<String>,
+}
+
+fn syntax(m: String) -> MmError {
+    MmError::Syntax(m)
+}
+
+/// mm-link's options that take a value (`--name=V` or `--name V`).
+const LINK_VALUE_OPTIONS: [&str; 6] = [
+    "--uplink-queue",
+    "--downlink-queue",
+    "--uplink-queue-args",
+    "--downlink-queue-args",
+    "--uplink-log",
+    "--downlink-log",
+];
+
+fn parse_direction(shell: &str, word: Option<&String>) -> Result<LinkDirection, MmError> {
+    match word.map(String::as_str) {
+        Some("uplink") => Ok(LinkDirection::Uplink),
+        Some("downlink") => Ok(LinkDirection::Downlink),
+        other => Err(syntax(format!(
+            "{shell}: direction must be `uplink` or `downlink`, got `{}`",
+            other.unwrap_or("")
+        ))),
+    }
+}
+
+fn parse_seconds(shell: &str, what: &str, word: Option<&String>) -> Result<f64, MmError> {
+    let w = word.map(String::as_str).unwrap_or("");
+    w.parse::<f64>()
+        .ok()
+        .filter(|v| *v >= 0.0 && v.is_finite())
+        .ok_or_else(|| {
+            syntax(format!(
+                "{shell}: {what} must be a non-negative number of seconds, got `{w}`"
+            ))
+        })
+}
+
+/// Parses mm-link's options from `words[i..]`; returns the filled shell's option fields
+/// and the index after the last option (a `--` ending them is consumed).
+fn parse_link_options(
+    words: &[String],
+    mut i: usize,
+    link: &mut LinkShell,
+) -> Result<usize, MmError> {
+    let mut kinds = [String::from("infinite"), String::from("infinite")];
+    let mut args = [String::new(), String::new()];
+    while let Some(w) = words.get(i) {
+        if w == "--" {
+            i += 1;
+            break;
+        }
+        if !w.starts_with("--") {
+            break;
+        }
+        let (name, value) = match w.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_owned())),
+            None if LINK_VALUE_OPTIONS.contains(&w.as_str()) => {
+                i += 1;
+                let v = words
+                    .get(i)
+                    .ok_or_else(|| syntax(format!("mm-link: {w} needs a value")))?;
+                (w.as_str(), Some(v.clone()))
             }
-            "mm-loss" => {
-                let dir = words.get(i + 1).copied().unwrap_or("");
-                let direction = match dir {
-                    "uplink" => LinkDirection::Uplink,
-                    "downlink" => LinkDirection::Downlink,
-                    _ => {
-                        return Err(syntax(format!(
-                            "mm-loss: direction must be `uplink` or `downlink`, got `{dir}`"
-                        )))
-                    }
-                };
-                let arg = words.get(i + 2).copied().unwrap_or("");
-                let rate = arg
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|r| (0.0..=1.0).contains(r))
-                    .ok_or_else(|| {
-                        syntax(format!(
-                            "mm-loss: rate must be a number in [0, 1], got `{arg}`"
-                        ))
-                    })?;
-                shells.push(Shell::Loss { direction, rate });
-                i += 3;
-            }
-            "mm-link" => {
-                return Err(syntax(
-                    "mm-link goes in --uplink-trace/--downlink-trace/--extra-mm-link-args, not in \
-                     --prepend-mm-cmds/--append-mm-cmds"
-                        .into(),
-                ))
+            None => (w.as_str(), None),
+        };
+        let value = || value.clone().unwrap_or_default();
+        match name {
+            "--uplink-queue" => kinds[0] = value(),
+            "--downlink-queue" => kinds[1] = value(),
+            "--uplink-queue-args" => args[0] = value(),
+            "--downlink-queue-args" => args[1] = value(),
+            "--uplink-log" => link.uplink_log = Some(PathBuf::from(value())),
+            "--downlink-log" => link.downlink_log = Some(PathBuf::from(value())),
+            "--once" => link.once = true,
+            other if other.starts_with("--meter") => {
+                return Err(syntax(format!(
+                    "mm-link option `{other}` opens a live X11 window and is not supported; use \
+                     --uplink-log/--downlink-log and `pantheon analyze` instead"
+                )))
             }
             other => {
                 return Err(syntax(format!(
-                    "unknown Mahimahi shell `{other}` (supported: mm-delay, mm-loss; mm-link is \
-                     given by the trace flags)"
-                )))
-            }
-        }
-    }
-    Ok(shells)
-}
-
-/// Parses `--extra-mm-link-args` into (uplink queue, downlink queue).
-pub fn parse_link_args(text: &str) -> Result<(QueueSpec, QueueSpec), MmError> {
-    let mut kinds = [String::from("infinite"), String::from("infinite")];
-    let mut args = [String::new(), String::new()];
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let mut i = 0;
-    while i < words.len() {
-        let w = words[i];
-        let (name, value) = match w.split_once('=') {
-            Some((n, v)) => (n, v.to_owned()),
-            None => {
-                i += 1;
-                (w, words.get(i).copied().unwrap_or("").to_owned())
-            }
-        };
-        match name {
-            "--uplink-queue" => kinds[0] = value,
-            "--downlink-queue" => kinds[1] = value,
-            "--uplink-queue-args" => args[0] = value,
-            "--downlink-queue-args" => args[1] = value,
-            other => {
-                return Err(MmError::Syntax(format!(
-                    "mm-link option `{other}` is not supported (supported: --uplink-queue, \
-                     --downlink-queue, --uplink-queue-args, --downlink-queue-args)"
+                    "mm-link option `{other}` is not known (options: --uplink-queue, \
+                     --downlink-queue, --uplink-queue-args, --downlink-queue-args, --uplink-log, \
+                     --downlink-log, --once)"
                 )))
             }
         }
         i += 1;
     }
-    let up = QueueSpec::parse(&kinds[0], &args[0]).map_err(MmError::Syntax)?;
-    let down = QueueSpec::parse(&kinds[1], &args[1]).map_err(MmError::Syntax)?;
-    Ok((up, down))
+    link.uplink_queue = QueueSpec::parse(&kinds[0], &args[0])
+        .map_err(|e| syntax(format!("mm-link uplink queue: {e}")))?;
+    link.downlink_queue = QueueSpec::parse(&kinds[1], &args[1])
+        .map_err(|e| syntax(format!("mm-link downlink queue: {e}")))?;
+    Ok(i)
+}
+
+/// Parses a chain of Mahimahi shells as argv words, as a user types it after `pantheon shell`:
+/// `mm-delay 28 mm-loss uplink 0.004 mm-link up.trace down.trace --uplink-queue=droptail
+/// --uplink-queue-args=packets=50 -- iperf3 -c $MAHIMAHI_BASE`. Every shell's command is the
+/// rest of the words, as in Mahimahi; the chain ends at the first word that is not a shell
+/// (a `--` there is skipped), and the rest is the command. Trace files are read here.
+///
+/// Shells: `mm-delay DELAY_MS`, `mm-loss uplink|downlink RATE`, `mm-onoff` and
+/// `mm-intermittent uplink|downlink MEAN_ON_S MEAN_OFF_S`, `mm-link UP DOWN [options]`.
+/// Errors name the offending word or file.
+pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
+    let mut shells = Vec::new();
+    let mut i = 0;
+    let mut prefix = String::new();
+    while let Some(word) = words.get(i) {
+        let arg = |k: usize| words.get(i + k);
+        let shell = match word.as_str() {
+            "mm-delay" => {
+                let a = arg(1).ok_or_else(|| {
+                    syntax("mm-delay needs DELAY_MS (one-way delay, ms)".into())
+                })?;
+                let ms = a.parse::<u64>().map_err(|_| {
+                    syntax(format!(
+                        "mm-delay: `{a}` is not a non-negative integer number of ms"
+                    ))
+                })?;
+                i += 2;
+                Shell::Delay { ms }
+            }
+            "mm-loss" => {
+                let direction = parse_direction("mm-loss", arg(1))?;
+                let a = arg(2).map(String::as_str).unwrap_or("");
+                let rate = a
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .ok_or_else(|| {
+                        syntax(format!("mm-loss: rate must be a number in [0, 1], got `{a}`"))
+                    })?;
+                i += 3;
+                Shell::Loss { direction, rate }
+            }
+            name @ ("mm-onoff" | "mm-intermittent") => {
+                let direction = parse_direction(name, arg(1))?;
+                let mean_on_s = parse_seconds(name, "MEAN_ON_S", arg(2))?;
+                let mean_off_s = parse_seconds(name, "MEAN_OFF_S", arg(3))?;
+                if mean_on_s == 0.0 && mean_off_s == 0.0 {
+                    return Err(syntax(format!("{name}: on and off times cannot both be 0")));
+                }
+                i += 4;
+                Shell::Switch {
+                    direction,
+                    mean_on_s,
+                    mean_off_s,
+                    random: name == "mm-onoff",
+                }
+            }
+            "mm-link" => {
+                let (Some(up), Some(down)) = (arg(1), arg(2)) else {
+                    return Err(syntax(
+                        "mm-link needs UPLINK_TRACE DOWNLINK_TRACE".into(),
+                    ));
+                };
+                let start = i;
+                let mut link = LinkShell {
+                    uplink_trace: PathBuf::from(up),
+                    downlink_trace: PathBuf::from(down),
+                    uplink: Trace::load(Path::new(up))?,
+                    downlink: Trace::load(Path::new(down))?,
+                    uplink_queue: QueueSpec::Infinite,
+                    downlink_queue: QueueSpec::Infinite,
+                    once: false,
+                    uplink_log: None,
+                    downlink_log: None,
+                    argv: Vec::new(),
+                    enclosing_prefix: prefix.clone(),
+                };
+                i = parse_link_options(words, i + 3, &mut link)?;
+                link.argv = words[start..].to_vec();
+                Shell::Link(Box::new(link))
+            }
+            _ => break,
+        };
+        prefix.push_str(&shell.prefix());
+        shells.push(shell);
+        if words.get(i).is_some_and(|w| w == "--") {
+            i += 1;
+            break;
+        }
+    }
+    Ok(Chain {
+        shells,
+        command: words[i.min(words.len())..].to_vec(),
+    })
+}
+
+/// Parses a sequence of shells written as one string (`mm-delay 28 mm-loss uplink 0.1`), as
+/// in Pantheon's `--prepend-mm-cmds`; anything that is not a shell is an error.
+pub fn parse_shells(text: &str) -> Result<Vec<Shell>, MmError> {
+    let words: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
+    let chain = parse_chain(&words)?;
+    match chain.command.first() {
+        None => Ok(chain.shells),
+        Some(other) => Err(syntax(format!(
+            "unknown Mahimahi shell `{other}` (supported: mm-delay, mm-loss, mm-onoff, \
+             mm-intermittent, mm-link)"
+        ))),
+    }
 }
 
 impl EmulatedPath {
+    /// The path of a parsed chain, its command line being the chain's words.
+    pub fn from_chain(shells: Vec<Shell>, words: &[String]) -> EmulatedPath {
+        EmulatedPath {
+            shells,
+            command_line: words.join(" "),
+            ms_clock: false,
+        }
+    }
+
     /// Builds the path Pantheon's `setup_mm_cmd` would run:
     /// `[prepend…] mm-link UP DOWN [extra…] [append…]`.
     pub fn from_pantheon_flags(
@@ -182,17 +393,21 @@ impl EmulatedPath {
         extra_link_args: &str,
         append: &str,
     ) -> Result<EmulatedPath, MmError> {
-        let mut shells = parse_shells(prepend)?;
-        let (uplink_queue, downlink_queue) = parse_link_args(extra_link_args)?;
-        shells.push(Shell::Link {
-            uplink_trace: uplink_trace.to_owned(),
-            downlink_trace: downlink_trace.to_owned(),
-            uplink: Trace::load(uplink_trace)?,
-            downlink: Trace::load(downlink_trace)?,
-            uplink_queue,
-            downlink_queue,
-        });
-        shells.extend(parse_shells(append)?);
+        let mut words: Vec<String> = prepend.split_whitespace().map(str::to_owned).collect();
+        words.extend([
+            "mm-link".to_owned(),
+            uplink_trace.display().to_string(),
+            downlink_trace.display().to_string(),
+        ]);
+        words.extend(extra_link_args.split_whitespace().map(str::to_owned));
+        words.push("--".into());
+        words.extend(append.split_whitespace().map(str::to_owned));
+        let chain = parse_chain(&words)?;
+        if let Some(other) = chain.command.first() {
+            return Err(syntax(format!(
+                "unknown Mahimahi shell `{other}` in --append-mm-cmds or --extra-mm-link-args"
+            )));
+        }
         let link = format!(
             "mm-link {} {}",
             uplink_trace.display(),
@@ -203,51 +418,96 @@ impl EmulatedPath {
             .filter(|p| !p.is_empty())
             .collect();
         Ok(EmulatedPath {
-            shells,
+            shells: chain.shells,
             command_line: parts.join(" "),
+            ms_clock: false,
         })
     }
 
-    /// The stages of one direction, in crossing order; loss generators seeded from `seed`.
-    pub fn pipeline(&self, direction: LinkDirection, seed: u64) -> Pipeline {
+    /// The same path with the (first) mm-link's logs written to `uplink`/`downlink`, as
+    /// Pantheon's `--uplink-log`/`--downlink-log` for `<cc>_mm_{datalink,acklink}_run<N>.log`.
+    pub fn with_link_logs(&self, uplink: PathBuf, downlink: PathBuf) -> EmulatedPath {
+        let mut path = self.clone();
+        if let Some(Shell::Link(l)) = path.shells.iter_mut().find(|s| matches!(s, Shell::Link(_))) {
+            l.argv.push(format!("--uplink-log={}", uplink.display()));
+            l.argv.push(format!("--downlink-log={}", downlink.display()));
+            l.uplink_log = Some(uplink);
+            l.downlink_log = Some(downlink);
+        }
+        path
+    }
+
+    /// The stages of one direction, in crossing order; random generators seeded from `seed`.
+    /// The returned list pairs each mm-link stage's index with its shell, for logging.
+    pub fn pipeline(&self, direction: LinkDirection, seed: u64) -> (Pipeline, Vec<(usize, &LinkShell)>) {
         let ordered: Vec<(usize, &Shell)> = match direction {
             LinkDirection::Uplink => self.shells.iter().enumerate().rev().collect(),
             LinkDirection::Downlink => self.shells.iter().enumerate().collect(),
         };
         let mut stages = Vec::new();
+        let mut links = Vec::new();
         for (i, shell) in ordered {
+            let stream = (i as u64) << 1 | (direction == LinkDirection::Downlink) as u64;
+            let seed = seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15);
             match shell {
                 Shell::Delay { ms } => stages.push(AnyStage::Delay(DelayStage::new(ms * MS))),
                 Shell::Loss { direction: d, rate } if *d == direction && *rate > 0.0 => {
-                    let stream = (i as u64) << 1 | (direction == LinkDirection::Downlink) as u64;
-                    stages.push(AnyStage::Loss(LossStage::new(
-                        *rate,
-                        seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                    )))
+                    stages.push(AnyStage::Loss(LossStage::new(*rate, seed)))
                 }
                 Shell::Loss { .. } => {}
-                Shell::Link {
-                    uplink,
-                    downlink,
-                    uplink_queue,
-                    downlink_queue,
-                    ..
-                } => {
-                    let (trace, queue) = match direction {
-                        LinkDirection::Uplink => (uplink, *uplink_queue),
-                        LinkDirection::Downlink => (downlink, *downlink_queue),
-                    };
-                    stages.push(AnyStage::Link(LinkStage::new(trace, queue)));
+                Shell::Switch {
+                    direction: d,
+                    mean_on_s,
+                    mean_off_s,
+                    random,
+                } if *d == direction => stages.push(AnyStage::Switch(SwitchStage::new(
+                    *mean_on_s,
+                    *mean_off_s,
+                    *random,
+                    seed,
+                ))),
+                Shell::Switch { .. } => {}
+                Shell::Link(l) => {
+                    let (trace, queue, log, _) = l.direction(direction);
+                    let mut stage = LinkStage::new(trace, queue, seed).once(l.once);
+                    if log.is_some() {
+                        stage = stage.logged();
+                        links.push((stages.len(), &**l));
+                    }
+                    stages.push(AnyStage::Link(stage));
                 }
             }
         }
-        Pipeline::new(stages)
+        (Pipeline::new(stages).with_ms_clock(self.ms_clock), links)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    /// A temporary directory with a 10 Mbit/s trace `10mbps.trace`; removed on drop.
+    struct TraceDir(PathBuf);
+    impl TraceDir {
+        fn new(tag: &str) -> TraceDir {
+            let dir = std::env::temp_dir().join(format!("mmtest-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("10mbps.trace"), "1\n2\n3\n4\n6\n").unwrap();
+            TraceDir(dir)
+        }
+        fn trace(&self) -> String {
+            self.0.join("10mbps.trace").display().to_string()
+        }
+    }
+    impl Drop for TraceDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 
     #[test]
     fn parses_pantheon_strings_and_names_bad_words() {
@@ -264,55 +524,95 @@ mod tests {
             .contains("`x`"));
         assert!(parse_shells("mm-loss sideways 0.1").is_err());
         assert!(parse_shells("mm-loss uplink 1.5").is_err());
-        let (up, down) =
-            parse_link_args("--uplink-queue=droptail --uplink-queue-args=packets=50").unwrap();
-        assert_eq!(
-            up,
-            QueueSpec::DropTail {
-                packets: Some(50),
-                bytes: None
-            }
-        );
-        assert_eq!(down, QueueSpec::Infinite);
-        let (up, _) =
-            parse_link_args("--uplink-queue droptail --uplink-queue-args bytes=9000").unwrap();
+        assert!(parse_shells("mm-onoff uplink 0 0").is_err());
+        assert!(parse_shells("mm-onoff uplink -1 2").is_err());
+        let s = parse_shells("mm-intermittent downlink 1.5 0.5").unwrap();
         assert!(matches!(
-            up,
-            QueueSpec::DropTail {
-                bytes: Some(9000),
+            s[0],
+            Shell::Switch {
+                direction: LinkDirection::Downlink,
+                random: false,
                 ..
             }
         ));
-        assert!(parse_link_args("--meter-uplink")
+    }
+
+    #[test]
+    fn parses_a_full_chain_with_link_options_and_command() {
+        let d = TraceDir::new("chain");
+        let t = d.trace();
+        let w = words(&format!(
+            "mm-delay 28 mm-loss uplink 0.004 mm-link {t} {t} --uplink-queue=droptail \
+             --uplink-queue-args=packets=50 --downlink-queue codel --downlink-queue-args \
+             packets=100,target=5,interval=100 --once --uplink-log=/tmp/up.log -- iperf3 -c \
+             $MAHIMAHI_BASE"
+        ));
+        let chain = parse_chain(&w).unwrap();
+        assert_eq!(chain.command, ["iperf3", "-c", "$MAHIMAHI_BASE"]);
+        assert_eq!(chain.shells.len(), 3);
+        let Shell::Link(l) = &chain.shells[2] else {
+            panic!("third shell is mm-link")
+        };
+        assert_eq!(l.uplink_queue.describe(), "droptail [packets=50]");
+        assert!(matches!(l.downlink_queue, QueueSpec::CoDel { target_ms: 5, .. }));
+        assert!(l.once);
+        assert_eq!(l.uplink_log.as_deref(), Some(Path::new("/tmp/up.log")));
+        assert_eq!(l.downlink_log, None);
+        assert_eq!(l.enclosing_prefix, "[delay 28 ms] [loss up=0.004] ");
+        assert_eq!(l.argv[0], "mm-link");
+        assert_eq!(l.argv.last().unwrap(), "$MAHIMAHI_BASE");
+        // A command right after a non-link shell, with or without `--`.
+        let c = parse_chain(&words("mm-delay 5 ping -c 1 x")).unwrap();
+        assert_eq!((c.shells.len(), c.command.len()), (1, 4));
+        let c = parse_chain(&words("mm-delay 5 -- mm-delay 3")).unwrap();
+        assert_eq!((c.shells.len(), c.command), (1, vec!["mm-delay".into(), "3".into()]));
+        // Errors name what is wrong.
+        let e = parse_chain(&words(&format!("mm-link {t} {t} --meter-uplink")))
             .unwrap_err()
-            .to_string()
-            .contains("--meter-uplink"));
+            .to_string();
+        assert!(e.contains("--meter-uplink"), "{e}");
+        let e = parse_chain(&words(&format!("mm-link {t} {t} --uplink-queue=pie")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("uplink queue") && e.contains("pie"), "{e}");
+        let e = parse_chain(&words(&format!("mm-link {t} /nonexistent/x.trace")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/nonexistent/x.trace"), "{e}");
+        assert!(parse_chain(&words("mm-link only-one")).is_err());
     }
 
     #[test]
     fn uplink_crosses_innermost_first() {
-        let dir = std::env::temp_dir().join(format!("mmtest-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let trace = dir.join("10mbps.trace");
-        std::fs::write(&trace, "1\n2\n3\n4\n6\n").unwrap();
+        let d = TraceDir::new("order");
+        let trace = PathBuf::from(d.trace());
         let path =
             EmulatedPath::from_pantheon_flags("mm-delay 28", &trace, &trace, "", "").unwrap();
         assert!(path.command_line.starts_with("mm-delay 28 mm-link "));
         // Uplink: link (opportunity at 1 ms) then 28 ms delay → 29 ms.
-        let mut up = path.pipeline(LinkDirection::Uplink, 1);
+        let (mut up, logged) = path.pipeline(LinkDirection::Uplink, 1);
+        assert!(logged.is_empty());
         up.push(0, vec![0u8; 1500]);
         up.advance(29 * MS);
         assert_eq!(up.pop().map(|p| p.0), Some(29 * MS));
         // Downlink: 28 ms delay, then the first opportunity strictly after 28 ms: the trace
         // gives 25 26 27 28 30 in its fifth period, so 30 ms.
-        let mut down = path.pipeline(LinkDirection::Downlink, 1);
+        let (mut down, _) = path.pipeline(LinkDirection::Downlink, 1);
         down.push(0, vec![0u8; 1500]);
         down.advance(29 * MS);
         assert!(down.pop().is_none());
         down.advance(30 * MS);
         assert_eq!(down.pop().map(|p| p.0), Some(30 * MS));
-        let missing = EmulatedPath::from_pantheon_flags("", &dir.join("nope"), &trace, "", "");
+        let missing =
+            EmulatedPath::from_pantheon_flags("", &d.0.join("nope"), &trace, "", "");
         assert!(missing.unwrap_err().to_string().contains("nope"));
-        std::fs::remove_dir_all(&dir).unwrap();
+        // Pantheon's run writes both link logs; the logged stage is the link (index 0 uplink).
+        let logged = path.with_link_logs("u.log".into(), "d.log".into());
+        let (_, links) = logged.pipeline(LinkDirection::Uplink, 1);
+        assert_eq!(links.len(), 1);
+        assert_eq!(links[0].0, 0);
+        let (_, links) = logged.pipeline(LinkDirection::Downlink, 1);
+        assert_eq!(links[0].0, 1);
+        assert!(links[0].1.argv.contains(&"--downlink-log=d.log".to_owned()));
     }
 }

@@ -13,14 +13,15 @@
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use netns::NetNs;
 
+use crate::linklog::LinkLogWriter;
 use crate::mm::{EmulatedPath, LinkDirection};
-use crate::stage::Pipeline;
+use crate::stage::{AnyStage, LinkEvent, Pipeline};
 use crate::Packet;
 
 /// Address of the outer device: what the emulated side reaches the outside by
@@ -33,13 +34,38 @@ pub const OUTER_DEV: &str = "emu0";
 /// Name of the inner TUN device (as Mahimahi's).
 pub const INNER_DEV: &str = "ingress";
 
+/// Names and addresses of the emulator's two TUN devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Devices {
+    /// Outer device name (≤ 15 bytes).
+    pub outer_dev: String,
+    /// Outer address (`MAHIMAHI_BASE` for the inner side).
+    pub outer_addr: Ipv4Addr,
+    /// Inner device name.
+    pub inner_dev: String,
+    /// Inner address; the inner namespace's default route goes via the outer address.
+    pub inner_addr: Ipv4Addr,
+}
+
+impl Default for Devices {
+    /// `emu0` 100.64.0.1 outside, `ingress` 100.64.0.2 inside.
+    fn default() -> Devices {
+        Devices {
+            outer_dev: OUTER_DEV.into(),
+            outer_addr: OUTER_ADDR,
+            inner_dev: INNER_DEV.into(),
+            inner_addr: INNER_ADDR,
+        }
+    }
+}
+
 /// Errors of starting the emulator.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     /// Namespace configuration failed.
     #[error(transparent)]
     NetNs(#[from] netns::Error),
-    /// A TUN device or thread could not be created.
+    /// A TUN device, log file or thread could not be created.
     #[error("{what}: {source}")]
     Io {
         /// What was being done.
@@ -49,8 +75,11 @@ pub enum RuntimeError {
     },
 }
 
+/// Buckets of the lateness histogram: 1 µs each, the last one for ≥ 10 ms.
+const LATENESS_BUCKETS: usize = 10_001;
+
 /// Live counters of one direction.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct DirectionStats {
     /// Packets that entered the path.
     pub arrived: AtomicU64,
@@ -60,6 +89,48 @@ pub struct DirectionStats {
     pub dropped: AtomicU64,
     /// Packets inside the path right now.
     pub held: AtomicUsize,
+    /// True once a `--once` link of this direction used its last opportunity.
+    pub finished: AtomicBool,
+    /// How late packets were written to the outgoing device after their scheduled departure:
+    /// count per µs of lateness.
+    lateness_us: Box<[AtomicU64]>,
+}
+
+impl Default for DirectionStats {
+    fn default() -> DirectionStats {
+        DirectionStats {
+            arrived: AtomicU64::new(0),
+            departed: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            held: AtomicUsize::new(0),
+            finished: AtomicBool::new(false),
+            lateness_us: (0..LATENESS_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl DirectionStats {
+    /// The `q`-quantile (0–1) of how late departed packets were written, in µs (10 000 means
+    /// ≥ 10 ms); `None` before any departure. Lateness = the time the packet was handed to the
+    /// outgoing TUN device minus the departure time the link model scheduled.
+    pub fn lateness_quantile_us(&self, q: f64) -> Option<u64> {
+        let counts: Vec<u64> = self
+            .lateness_us
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        counts.iter().position(|&c| {
+            seen += c;
+            seen >= rank
+        })
+        .map(|i| i as u64)
+    }
 }
 
 /// A running emulator; dropping it stops both ferries.
@@ -71,44 +142,78 @@ pub struct Emulator {
     /// Downlink counters.
     pub downlink: Arc<DirectionStats>,
     threads: Vec<JoinHandle<()>>,
+    epoch: Instant,
+    errors: Arc<Mutex<Vec<String>>>,
 }
 
 impl Emulator {
-    /// Creates the two devices (outer in `outer`, inner in `inner` with a default route via
-    /// the outer address) and starts both ferries. Loss generators are seeded from `seed`.
+    /// Creates the two devices (outer `emu0` in `outer`, inner `ingress` in `inner` with a
+    /// default route via the outer address) and starts both ferries. Random generators are
+    /// seeded from `seed`.
     pub fn start(
         path: &EmulatedPath,
         outer: &NetNs,
         inner: &NetNs,
         seed: u64,
     ) -> Result<Emulator, RuntimeError> {
+        Emulator::start_with(path, Some(outer), inner, &Devices::default(), seed)
+    }
+
+    /// As [`Emulator::start`] with the devices named and addressed by `devices`; `outer`
+    /// `None` puts the outer device in the calling thread's namespace (as Mahimahi does).
+    /// Link log files named in `path` are created here (errors name the file).
+    pub fn start_with(
+        path: &EmulatedPath,
+        outer: Option<&NetNs>,
+        inner: &NetNs,
+        devices: &Devices,
+        seed: u64,
+    ) -> Result<Emulator, RuntimeError> {
         let io = |what: &str| {
             let what = what.to_owned();
             move |source| RuntimeError::Io { what, source }
         };
-        let make = |ns: &NetNs, name: &str, addr: Ipv4Addr, peer: Ipv4Addr| {
-            let dev = ns
-                .run_in(|| {
-                    tun_rs::DeviceBuilder::new()
-                        .name(name)
-                        .mtu(1500)
-                        .ipv4(addr, 32u8, Some(peer))
-                        .build_sync()
-                })?
-                .map_err(io(&format!("create TUN {name} in {}", ns.name())))?;
-            ns.ip(&["link", "set", "dev", name, "up", "txqueuelen", "10000"])?;
+        let make = |ns: Option<&NetNs>, name: &str, addr: Ipv4Addr, peer: Ipv4Addr| {
+            let build = || {
+                tun_rs::DeviceBuilder::new()
+                    .name(name)
+                    .mtu(1500)
+                    .ipv4(addr, 32u8, Some(peer))
+                    .build_sync()
+            };
+            let where_ = ns.map_or("this namespace", NetNs::name);
+            let dev = match ns {
+                Some(ns) => ns.run_in(build)?,
+                None => build(),
+            }
+            .map_err(io(&format!("create TUN {name} in {where_}")))?;
+            let up = ["link", "set", "dev", name, "up", "txqueuelen", "10000"];
+            match ns {
+                Some(ns) => ns.ip(&up)?,
+                None => netns::run_command("ip", &up)?,
+            }
             Ok::<_, RuntimeError>(dev)
         };
-        let outer_dev = Arc::new(make(outer, OUTER_DEV, OUTER_ADDR, INNER_ADDR)?);
-        let inner_dev = Arc::new(make(inner, INNER_DEV, INNER_ADDR, OUTER_ADDR)?);
+        let outer_dev = Arc::new(make(
+            outer,
+            &devices.outer_dev,
+            devices.outer_addr,
+            devices.inner_addr,
+        )?);
+        let inner_dev = Arc::new(make(
+            Some(inner),
+            &devices.inner_dev,
+            devices.inner_addr,
+            devices.outer_addr,
+        )?);
         inner.ip(&[
             "route",
             "replace",
             "default",
             "via",
-            &OUTER_ADDR.to_string(),
+            &devices.outer_addr.to_string(),
             "dev",
-            INNER_DEV,
+            &devices.inner_dev,
         ])?;
         for dev in [&outer_dev, &inner_dev] {
             dev.set_nonblocking(true)
@@ -117,35 +222,71 @@ impl Emulator {
 
         let stop = Arc::new(AtomicBool::new(false));
         let epoch = Instant::now();
+        let init_epoch_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
         let uplink = Arc::new(DirectionStats::default());
         let downlink = Arc::new(DirectionStats::default());
-        let mut threads = Vec::new();
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let mut ferries = Vec::new();
         for (direction, from, to, stats) in [
             (LinkDirection::Uplink, &inner_dev, &outer_dev, &uplink),
             (LinkDirection::Downlink, &outer_dev, &inner_dev, &downlink),
         ] {
-            let ferry = Ferry {
-                pipeline: path.pipeline(direction, seed),
-                from: from.clone(),
-                to: to.clone(),
-                epoch,
-                stop: stop.clone(),
-                stats: stats.clone(),
-            };
-            let name = format!("ferry-{direction:?}").to_lowercase();
-            threads.push(
-                std::thread::Builder::new()
-                    .name(name)
-                    .spawn(move || ferry.run())
-                    .map_err(io("spawn ferry thread"))?,
-            );
+            let (pipeline, links) = path.pipeline(direction, seed);
+            let mut logs = Vec::new();
+            for (stage, link) in links {
+                let (_, _, file, _) = link.direction(direction);
+                let file = file.expect("logged links have a log file");
+                let w = LinkLogWriter::create(file, link, direction, init_epoch_ms)
+                    .map_err(io("create mm-link log"))?;
+                logs.push((stage, Some(w)));
+            }
+            ferries.push((
+                format!("ferry-{direction:?}").to_lowercase(),
+                Ferry {
+                    pipeline,
+                    from: from.clone(),
+                    to: to.clone(),
+                    epoch,
+                    stop: stop.clone(),
+                    stats: stats.clone(),
+                    logs,
+                    events: Vec::new(),
+                    errors: errors.clone(),
+                },
+            ));
+        }
+        let mut threads = Vec::new();
+        for (name, ferry) in ferries {
+            let spawned = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || ferry.run());
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    stop.store(true, Ordering::SeqCst);
+                    return Err(RuntimeError::Io {
+                        what: "spawn ferry thread".into(),
+                        source: e,
+                    });
+                }
+            }
         }
         Ok(Emulator {
             stop,
             uplink,
             downlink,
             threads,
+            epoch,
+            errors,
         })
+    }
+
+    /// The instant the emulator's clock (and every trace) started: opportunity times are
+    /// offsets from it.
+    pub fn epoch(&self) -> Instant {
+        self.epoch
     }
 
     /// Packets inside the emulated path, both directions.
@@ -153,7 +294,19 @@ impl Emulator {
         self.uplink.held.load(Ordering::Relaxed) + self.downlink.held.load(Ordering::Relaxed)
     }
 
-    /// Stops both ferries and waits for them.
+    /// True when a `--once` link has used its last opportunity in both directions (Mahimahi
+    /// then ends the shell).
+    pub fn finished(&self) -> bool {
+        self.uplink.finished.load(Ordering::Relaxed) && self.downlink.finished.load(Ordering::Relaxed)
+    }
+
+    /// Problems met while running (a link log that could not be written), for the user.
+    pub fn errors(&self) -> Vec<String> {
+        self.errors.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    /// Stops both ferries, waits for them and completes the link logs (every opportunity up
+    /// to now is logged).
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         for t in self.threads.drain(..) {
@@ -182,9 +335,17 @@ struct Ferry {
     epoch: Instant,
     stop: Arc<AtomicBool>,
     stats: Arc<DirectionStats>,
+    /// Link stages (index in the pipeline) whose events go to a log file.
+    logs: Vec<(usize, Option<LinkLogWriter>)>,
+    events: Vec<LinkEvent>,
+    errors: Arc<Mutex<Vec<String>>>,
 }
 
 impl Ferry {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
     fn run(mut self) {
         // Timers fire when asked rather than up to 50 µs late (the default slack).
         // SAFETY: prctl with integer arguments.
@@ -198,7 +359,7 @@ impl Ferry {
             revents: 0,
         };
         while !self.stop.load(Ordering::Relaxed) {
-            let now = self.epoch.elapsed().as_nanos() as u64;
+            let now = self.now();
             for _ in 0..BATCH {
                 let mut pkt = pool.pop().unwrap_or_default();
                 pkt.resize(PACKET_BUF, 0);
@@ -215,19 +376,26 @@ impl Ferry {
                 }
             }
             self.pipeline.advance(now);
-            while let Some((_, pkt)) = self.pipeline.pop() {
+            while let Some((t, pkt)) = self.pipeline.pop() {
                 let _ = self.to.send(&pkt);
+                let late_us = self.now().saturating_sub(t) / 1000;
+                self.stats.lateness_us[(late_us as usize).min(LATENESS_BUCKETS - 1)]
+                    .fetch_add(1, Ordering::Relaxed);
                 self.stats.departed.fetch_add(1, Ordering::Relaxed);
                 pool.push(pkt);
             }
+            self.write_logs();
             self.stats
                 .held
                 .store(self.pipeline.held(), Ordering::Relaxed);
             self.stats
                 .dropped
                 .store(self.pipeline.dropped(), Ordering::Relaxed);
+            if self.pipeline.finished() {
+                self.stats.finished.store(true, Ordering::Relaxed);
+            }
             let sleep = match self.pipeline.next_wakeup() {
-                Some(t) => t.saturating_sub(self.epoch.elapsed().as_nanos() as u64),
+                Some(t) => t.saturating_sub(self.now()),
                 None => MAX_SLEEP_NS,
             }
             .min(MAX_SLEEP_NS);
@@ -242,6 +410,40 @@ impl Ferry {
             unsafe {
                 libc::ppoll(&mut pfd, 1, &ts, std::ptr::null());
             }
+        }
+        // Log every opportunity up to the end, as Mahimahi does while it runs.
+        let now = self.now();
+        self.pipeline.advance(now);
+        self.write_logs();
+        let mut failed = Vec::new();
+        for (_, w) in &mut self.logs {
+            if let Some(Err(e)) = w.as_mut().map(LinkLogWriter::flush) {
+                failed.push(format!("mm-link log: {e}"));
+            }
+        }
+        failed.into_iter().for_each(|m| self.report(m));
+    }
+
+    /// Moves the logged links' new events into their files; a file that fails is reported
+    /// once and no longer written (its events are discarded).
+    fn write_logs(&mut self) {
+        let mut failed = Vec::new();
+        for (stage, w) in &mut self.logs {
+            if let Some(AnyStage::Link(l)) = self.pipeline.stage_mut(*stage) {
+                l.take_events(&mut self.events);
+            }
+            if let Some(Err(e)) = w.as_mut().map(|w| w.write(&self.events)) {
+                failed.push(format!("mm-link log: {e}; logging stopped"));
+                *w = None;
+            }
+            self.events.clear();
+        }
+        failed.into_iter().for_each(|m| self.report(m));
+    }
+
+    fn report(&self, message: String) {
+        if let Ok(mut e) = self.errors.lock() {
+            e.push(message);
         }
     }
 }

@@ -23,6 +23,42 @@ pub const MS: u64 = 1_000_000;
 /// Bytes one delivery opportunity carries (1500-byte IP packet + 4-byte TUN header).
 pub const OPPORTUNITY_BYTES: usize = 1504;
 
+/// One event of an `mm-link` direction, as its `--uplink-log`/`--downlink-log` records it
+/// (`mahimahi.md` §2.4). Times are ns on the emulator's clock; sizes include the 4-byte header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// `T + LEN`: a packet arrived at the link's queue.
+    Arrival {
+        /// Arrival time, ns.
+        t: u64,
+        /// Size, bytes.
+        bytes: u64,
+    },
+    /// `T d NPKTS NBYTES`: the queue dropped packets when one arrived.
+    Drop {
+        /// Time, ns.
+        t: u64,
+        /// Packets dropped.
+        packets: u64,
+        /// Their bytes.
+        bytes: u64,
+    },
+    /// `T # 1504`: a delivery opportunity (logged whether used or not).
+    Opportunity {
+        /// Scheduled time, ns (a whole ms).
+        t: u64,
+    },
+    /// `T - LEN DELAY`: a packet left in the opportunity at `t`.
+    Departure {
+        /// Scheduled time of the opportunity that carried its last byte, ns.
+        t: u64,
+        /// Size, bytes.
+        bytes: u64,
+        /// When it arrived, ns.
+        arrival: u64,
+    },
+}
+
 /// `mm-link`: delivery opportunities from a trace serve the queue byte by byte.
 ///
 /// Semantics (Mahimahi `link_queue.cc`, `mahimahi.md` §2.4): opportunity *i* of period *k* is
@@ -30,7 +66,8 @@ pub const OPPORTUNITY_BYTES: usize = 1504;
 /// span opportunities (a packet departs in the opportunity that carries its last byte, at that
 /// opportunity's scheduled time); the unused rest of an opportunity is lost, never banked. A
 /// packet can only use an opportunity scheduled strictly after its arrival millisecond, i.e. an
-/// opportunity at T serves packets whose arrival time is < T.
+/// opportunity at T serves packets whose arrival time is < T. With `--once` the link serves
+/// one pass over the trace and is then [finished](LinkStage::finished).
 #[derive(Debug)]
 pub struct LinkStage {
     trace: Vec<u64>,
@@ -39,28 +76,61 @@ pub struct LinkStage {
     index: usize,
     period_base_ms: u64,
     queue: PacketQueue,
-    /// The packet being transmitted and its bytes still to send.
-    in_transit: Option<(Packet, usize)>,
+    /// The packet being transmitted: its bytes still to send and its arrival time.
+    in_transit: Option<(Packet, usize, u64)>,
     out: VecDeque<(u64, Packet)>,
     /// `--once`: stop after one pass over the trace.
     once: bool,
     finished: bool,
+    /// Events not yet taken, when logging.
+    log: Option<Vec<LinkEvent>>,
 }
 
 impl LinkStage {
-    /// A link starting at time 0 with `trace` and a queue per `spec`.
-    pub fn new(trace: &Trace, spec: QueueSpec) -> LinkStage {
+    /// A link starting at time 0 with `trace` and a queue per `spec`; `seed` seeds PIE.
+    pub fn new(trace: &Trace, spec: QueueSpec, seed: u64) -> LinkStage {
         LinkStage {
             trace: trace.opportunities_ms.clone(),
             period_ms: trace.period_ms(),
             index: 0,
             period_base_ms: 0,
-            queue: PacketQueue::new(spec),
+            queue: PacketQueue::new(spec, seed),
             in_transit: None,
             out: VecDeque::new(),
             once: false,
             finished: false,
+            log: None,
         }
+    }
+
+    /// `--once`: one pass over the trace, no wrap.
+    pub fn once(mut self, once: bool) -> LinkStage {
+        self.once = once;
+        self
+    }
+
+    /// Records [`LinkEvent`]s for [`LinkStage::take_events`].
+    pub fn logged(mut self) -> LinkStage {
+        self.log = Some(Vec::new());
+        self
+    }
+
+    /// Moves the events recorded so far into `into` (nothing unless [`LinkStage::logged`]).
+    pub fn take_events(&mut self, into: &mut Vec<LinkEvent>) {
+        if let Some(log) = &mut self.log {
+            into.append(log);
+        }
+    }
+
+    fn record(&mut self, event: LinkEvent) {
+        if let Some(log) = &mut self.log {
+            log.push(event);
+        }
+    }
+
+    /// True once a `--once` link has used its last opportunity.
+    pub fn finished(&self) -> bool {
+        self.finished
     }
 
     fn next_opportunity(&self) -> Option<u64> {
@@ -85,19 +155,24 @@ impl LinkStage {
             if self.in_transit.is_none() {
                 match self.queue.head_arrival() {
                     Some(arrival) if arrival < t => {
-                        let (_, pkt) = self.queue.dequeue().expect("head exists");
+                        let (arrival, pkt) = self.queue.dequeue(t).expect("head exists");
                         let left = pkt.len() + TUN_HEADER;
-                        self.in_transit = Some((pkt, left));
+                        self.in_transit = Some((pkt, left, arrival));
                     }
                     _ => break, // the rest of this opportunity is wasted
                 }
             }
-            let (_, left) = self.in_transit.as_mut().expect("set above");
+            let (_, left, _) = self.in_transit.as_mut().expect("set above");
             let n = budget.min(*left);
             *left -= n;
             budget -= n;
             if *left == 0 {
-                let (pkt, _) = self.in_transit.take().expect("set above");
+                let (pkt, _, arrival) = self.in_transit.take().expect("set above");
+                self.record(LinkEvent::Departure {
+                    t,
+                    bytes: (pkt.len() + TUN_HEADER) as u64,
+                    arrival,
+                });
                 self.out.push_back((t, pkt));
             }
         }
@@ -108,7 +183,18 @@ impl LinkStage {
     /// Hands the link a packet arriving at `t` (ns; non-decreasing across calls).
     pub fn push(&mut self, t: u64, pkt: Packet) {
         self.advance(t);
-        let _ = self.queue.enqueue(t, pkt);
+        self.record(LinkEvent::Arrival {
+            t,
+            bytes: (pkt.len() + TUN_HEADER) as u64,
+        });
+        let dropped = self.queue.enqueue(t, pkt);
+        if dropped.packets > 0 {
+            self.record(LinkEvent::Drop {
+                t,
+                packets: dropped.packets,
+                bytes: dropped.bytes,
+            });
+        }
     }
 
     /// Serves every opportunity scheduled at or before `now`.
@@ -118,6 +204,7 @@ impl LinkStage {
                 break;
             }
             self.step_opportunity();
+            self.record(LinkEvent::Opportunity { t });
             if self.in_transit.is_some() || !self.queue.is_empty() {
                 self.serve(t);
             }
@@ -130,12 +217,13 @@ impl LinkStage {
         self.out.pop_front()
     }
 
-    /// Next opportunity that has something to serve.
+    /// Next time the link needs advancing: the next opportunity if something waits for it
+    /// or if opportunities are being logged, `Some(0)` if a departed packet waits.
     pub fn next_wakeup(&self) -> Option<u64> {
         if !self.out.is_empty() {
             return Some(0);
         }
-        if self.in_transit.is_none() && self.queue.is_empty() {
+        if self.in_transit.is_none() && self.queue.is_empty() && !self.once {
             return None;
         }
         self.next_opportunity()
@@ -228,6 +316,79 @@ impl LossStage {
     }
 }
 
+/// `mm-onoff` and `mm-intermittent`: the link alternates between on and off; packets that
+/// arrive while it is off are dropped (not queued).
+///
+/// As Mahimahi's switching links, it starts off with a switch due at once, so it is on from
+/// time 0. Durations are in whole ms: `mm-onoff` draws each from an exponential distribution
+/// with the given mean (truncated to ms, capped at 2³⁰ ms), `mm-intermittent` uses the means
+/// themselves.
+#[derive(Debug)]
+pub struct SwitchStage {
+    on: bool,
+    next_switch: u64,
+    mean_on_ms: f64,
+    mean_off_ms: f64,
+    random: bool,
+    rng: SmallRng,
+    out: VecDeque<(u64, Packet)>,
+    dropped: u64,
+}
+
+/// Longest on or off period of `mm-onoff`, ms (Mahimahi's cap).
+const MAX_SWITCH_MS: f64 = (1u64 << 30) as f64;
+
+impl SwitchStage {
+    /// On for `mean_on_s` and off for `mean_off_s` seconds (≥ 0, not both 0), exponentially
+    /// distributed if `random` (`mm-onoff`), else periodic (`mm-intermittent`).
+    pub fn new(mean_on_s: f64, mean_off_s: f64, random: bool, seed: u64) -> SwitchStage {
+        SwitchStage {
+            on: false,
+            next_switch: 0,
+            mean_on_ms: mean_on_s * 1000.0,
+            mean_off_ms: mean_off_s * 1000.0,
+            random,
+            rng: SmallRng::seed_from_u64(seed),
+            out: VecDeque::new(),
+            dropped: 0,
+        }
+    }
+
+    fn advance(&mut self, now: u64) {
+        while self.next_switch <= now {
+            self.on = !self.on;
+            let mean = if self.on {
+                self.mean_on_ms
+            } else {
+                self.mean_off_ms
+            };
+            let ms = if self.random {
+                // Exponential by inversion; 1 − u ∈ (0, 1].
+                let u: f64 = self.rng.random();
+                (-mean * (1.0 - u).ln()).min(MAX_SWITCH_MS)
+            } else {
+                mean
+            };
+            self.next_switch += ms as u64 * MS;
+        }
+    }
+
+    /// Passes the packet on at `t` if the link is on at `t`, else drops it.
+    pub fn push(&mut self, t: u64, pkt: Packet) {
+        self.advance(t);
+        if self.on {
+            self.out.push_back((t, pkt));
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    /// Takes the next packet that got through.
+    pub fn pop_due(&mut self, _now: u64) -> Option<(u64, Packet)> {
+        self.out.pop_front()
+    }
+}
+
 /// One of the stages, so a pipeline is a plain `Vec` (no dynamic dispatch on the hot path).
 #[derive(Debug)]
 pub enum AnyStage {
@@ -237,6 +398,8 @@ pub enum AnyStage {
     Delay(DelayStage),
     /// mm-loss.
     Loss(LossStage),
+    /// mm-onoff / mm-intermittent.
+    Switch(SwitchStage),
 }
 
 impl AnyStage {
@@ -245,6 +408,7 @@ impl AnyStage {
             AnyStage::Link(s) => s.push(t, pkt),
             AnyStage::Delay(s) => s.push(t, pkt),
             AnyStage::Loss(s) => s.push(t, pkt),
+            AnyStage::Switch(s) => s.push(t, pkt),
         }
     }
     fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
@@ -252,20 +416,25 @@ impl AnyStage {
             AnyStage::Link(s) => s.pop_due(now),
             AnyStage::Delay(s) => s.pop_due(now),
             AnyStage::Loss(s) => s.pop_due(now),
+            AnyStage::Switch(s) => s.pop_due(now),
         }
     }
     fn next_wakeup(&self) -> Option<u64> {
         match self {
             AnyStage::Link(s) => s.next_wakeup(),
             AnyStage::Delay(s) => s.next_wakeup(),
-            AnyStage::Loss(s) => (!s.out.is_empty()).then_some(0),
+            AnyStage::Loss(LossStage { out, .. }) | AnyStage::Switch(SwitchStage { out, .. }) => {
+                (!out.is_empty()).then_some(0)
+            }
         }
     }
     fn held(&self) -> usize {
         match self {
             AnyStage::Link(s) => s.held(),
             AnyStage::Delay(s) => s.fifo.len(),
-            AnyStage::Loss(s) => s.out.len(),
+            AnyStage::Loss(LossStage { out, .. }) | AnyStage::Switch(SwitchStage { out, .. }) => {
+                out.len()
+            }
         }
     }
     fn dropped(&self) -> u64 {
@@ -273,6 +442,7 @@ impl AnyStage {
             AnyStage::Link(s) => s.dropped(),
             AnyStage::Delay(_) => 0,
             AnyStage::Loss(s) => s.dropped,
+            AnyStage::Switch(s) => s.dropped,
         }
     }
 }
@@ -282,6 +452,8 @@ impl AnyStage {
 pub struct Pipeline {
     stages: Vec<AnyStage>,
     out: VecDeque<(u64, Packet)>,
+    /// Mahimahi's integer-ms clock: every stage sees arrival times truncated to the ms.
+    ms_clock: bool,
 }
 
 impl Pipeline {
@@ -290,11 +462,28 @@ impl Pipeline {
         Pipeline {
             stages,
             out: VecDeque::new(),
+            ms_clock: false,
+        }
+    }
+
+    /// `--ms-clock`: each stage sees packets arrive at the start of their millisecond, as on
+    /// Mahimahi's integer-ms clock (so `mm-delay D` delays by (D−1, D] ms, not exactly D).
+    pub fn with_ms_clock(mut self, on: bool) -> Pipeline {
+        self.ms_clock = on;
+        self
+    }
+
+    fn clock(&self, t: u64) -> u64 {
+        if self.ms_clock {
+            t / MS * MS
+        } else {
+            t
         }
     }
 
     /// A packet enters the path at `now`.
     pub fn push(&mut self, now: u64, pkt: Packet) {
+        let now = self.clock(now);
         match self.stages.first_mut() {
             Some(s) => s.push(now, pkt),
             None => self.out.push_back((now, pkt)),
@@ -306,6 +495,7 @@ impl Pipeline {
     pub fn advance(&mut self, now: u64) {
         for i in 0..self.stages.len() {
             while let Some((t, pkt)) = self.stages[i].pop_due(now) {
+                let t = self.clock(t);
                 match self.stages.get_mut(i + 1) {
                     Some(next) => next.push(t, pkt),
                     None => self.out.push_back((t, pkt)),
@@ -335,6 +525,18 @@ impl Pipeline {
     /// Packets dropped inside the path (queue drops and random loss).
     pub fn dropped(&self) -> u64 {
         self.stages.iter().map(AnyStage::dropped).sum()
+    }
+
+    /// The `i`-th stage in crossing order.
+    pub fn stage_mut(&mut self, i: usize) -> Option<&mut AnyStage> {
+        self.stages.get_mut(i)
+    }
+
+    /// True when a `--once` link in the path has used its last opportunity.
+    pub fn finished(&self) -> bool {
+        self.stages
+            .iter()
+            .any(|s| matches!(s, AnyStage::Link(l) if l.finished()))
     }
 }
 
@@ -384,6 +586,7 @@ mod tests {
                 opportunities_ms: trace.to_vec(),
             },
             spec,
+            0,
         ))
     }
 
@@ -483,5 +686,93 @@ mod tests {
             "dropped {d} of 200000 at p=0.004"
         );
         assert_eq!(run(1), d);
+    }
+
+    #[test]
+    fn once_serves_one_pass_and_finishes() {
+        let trace = Trace {
+            opportunities_ms: vec![1, 2],
+        };
+        let l = LinkStage::new(&trace, QueueSpec::Infinite, 0).once(true);
+        let mut p = Pipeline::new(vec![AnyStage::Link(l)]);
+        let out = drive(&mut p, &[(0, 1500), (0, 1500), (0, 1500)], 50 * MS);
+        assert_eq!(out.iter().map(|o| o.0 / MS).collect::<Vec<_>>(), [1, 2]);
+        assert!(p.finished());
+        assert_eq!(p.held(), 1, "the third packet never leaves");
+        // Without --once the trace wraps (period 2): 1 2 | 3 4.
+        let mut p = Pipeline::new(vec![link(&[1, 2], QueueSpec::Infinite)]);
+        let out = drive(&mut p, &[(0, 1500), (0, 1500), (0, 1500)], 50 * MS);
+        assert_eq!(out.iter().map(|o| o.0 / MS).collect::<Vec<_>>(), [1, 2, 3]);
+        assert!(!p.finished());
+    }
+
+    #[test]
+    fn unused_capacity_is_not_banked_and_drops_are_logged_at_enqueue() {
+        let spec = QueueSpec::parse("droptail", "packets=1").unwrap();
+        let l = LinkStage::new(&Trace { opportunities_ms: vec![1] }, spec, 0).logged();
+        let mut p = Pipeline::new(vec![AnyStage::Link(l)]);
+        // Idle for 10 opportunities, then a burst of 3 at 10.5 ms: one queued, two dropped;
+        // the first one leaves at 11 ms, not earlier (nothing banked).
+        let out = drive(&mut p, &[(10 * MS + MS / 2, 1500); 3], 20 * MS);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0, 11 * MS);
+        let mut ev = Vec::new();
+        if let Some(AnyStage::Link(l)) = p.stage_mut(0) {
+            l.take_events(&mut ev);
+        }
+        let drops: Vec<_> = ev
+            .iter()
+            .filter(|e| matches!(e, LinkEvent::Drop { .. }))
+            .collect();
+        assert_eq!(drops.len(), 2);
+        assert!(ev.contains(&LinkEvent::Departure {
+            t: 11 * MS,
+            bytes: 1504,
+            arrival: 10 * MS + MS / 2
+        }));
+        // Every opportunity up to the last advance is logged, used or not.
+        let opportunities = ev
+            .iter()
+            .filter(|e| matches!(e, LinkEvent::Opportunity { .. }))
+            .count();
+        assert!(opportunities >= 11, "{opportunities}");
+    }
+
+    #[test]
+    fn intermittent_and_onoff_drop_while_off() {
+        let s = SwitchStage::new(1.0, 1.0, false, 0);
+        let mut p = Pipeline::new(vec![AnyStage::Switch(s)]);
+        let ms = |x: u64| x * MS;
+        let out = drive(
+            &mut p,
+            &[(ms(500), 100), (ms(1500), 100), (ms(2500), 100), (ms(3999), 100)],
+            ms(5000),
+        );
+        assert_eq!(
+            out.iter().map(|o| o.0 / MS).collect::<Vec<_>>(),
+            [500, 2500]
+        );
+        assert_eq!(p.dropped(), 2);
+        // mm-onoff with mean 1 s on and 1 s off loses about half of a steady stream.
+        let mut s = SwitchStage::new(1.0, 1.0, true, 3);
+        let n = 200_000;
+        for i in 0..n {
+            s.push(i * MS, vec![0]);
+        }
+        let lost = s.dropped as f64 / n as f64;
+        assert!((0.35..0.65).contains(&lost), "lost {lost}");
+    }
+
+    #[test]
+    fn ms_clock_truncates_arrivals_like_mahimahi() {
+        let stages = || vec![AnyStage::Delay(DelayStage::new(28 * MS))];
+        let mut exact = Pipeline::new(stages());
+        let mut ms = Pipeline::new(stages()).with_ms_clock(true);
+        for p in [&mut exact, &mut ms] {
+            p.push(700_000, pkt(100));
+            p.advance(30 * MS);
+        }
+        assert_eq!(exact.pop().unwrap().0, 28 * MS + 700_000);
+        assert_eq!(ms.pop().unwrap().0, 28 * MS);
     }
 }

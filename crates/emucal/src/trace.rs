@@ -105,7 +105,7 @@ impl Trace {
     /// (1000·R)⌋. Errors unless `mbps` is positive with at most three decimals (kbit/s units).
     pub fn constant_rate(mbps: f64) -> Result<Trace, String> {
         let kbps = (mbps * 1000.0).round();
-        if !(kbps >= 1.0) || (mbps * 1000.0 - kbps).abs() > 1e-6 || kbps > 1e9 {
+        if kbps.is_nan() || kbps < 1.0 || (mbps * 1000.0 - kbps).abs() > 1e-6 || kbps > 1e9 {
             return Err(format!(
                 "rate must be a positive number of Mbit/s with at most 3 decimals, got {mbps}"
             ));
