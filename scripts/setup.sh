@@ -7,7 +7,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 need=()
-for pkg in iperf3 iproute2 pkg-config gcc; do
+for pkg in iperf3 iproute2 iputils-ping pkg-config gcc; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

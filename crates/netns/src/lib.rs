@@ -157,8 +157,14 @@ impl NetNs {
     /// Makes `cmd` start inside this namespace, as the leader of a new process group (its pgid
     /// is its pid), so that the caller can end exactly that group with `killpg`.
     pub fn spawn_into<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
-        let fd = self.file.as_raw_fd();
         cmd.process_group(0);
+        self.exec_inside(cmd)
+    }
+
+    /// Makes `cmd` start inside this namespace, in the caller's process group (so an
+    /// interactive command stays in the terminal's foreground group).
+    pub fn exec_inside<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        let fd = self.file.as_raw_fd();
         // SAFETY: the closure only calls setns(2), which is async-signal-safe, on an fd that
         // stays open in the parent for as long as `self` lives (the child gets a copy).
         unsafe {

@@ -7,6 +7,7 @@
 //!   `pantheon_metadata.json`.
 //! - [`runner`]: one run of one scheme through the tunnel and the emulator, with cleanup on
 //!   every exit path.
+//! - [`shell`]: `pantheon shell`, a command inside an emulated path given as Mahimahi shells.
 //! - [`analyze`]: a results directory → Pantheon's stats logs, `pantheon_perf.json`, summary
 //!   table and plots.
 
@@ -14,3 +15,4 @@ pub mod analyze;
 pub mod plan;
 pub mod runner;
 pub mod schemes;
+pub mod shell;

@@ -47,6 +47,35 @@ enum Top {
         #[command(subcommand)]
         action: SchemesAction,
     },
+    /// Run a command inside an emulated path written as Mahimahi shells, exactly as the chain
+    /// would (needs root).
+    ///
+    /// Example: `pantheon shell mm-delay 28 mm-loss uplink 0.004 mm-link up.trace down.trace
+    /// --uplink-queue=droptail --uplink-queue-args=packets=50 --uplink-log=up.log -- iperf3 -c
+    /// '$MAHIMAHI_BASE'` (a quoted `$MAHIMAHI_BASE` in the command's words is replaced by the
+    /// address; the command runs without a shell, so use `sh -c '…'` for pipes). Shells: mm-delay DELAY_MS · mm-loss uplink|downlink RATE · mm-onoff and
+    /// mm-intermittent uplink|downlink MEAN_ON_S MEAN_OFF_S · mm-link UP DOWN [--uplink-queue=
+    /// infinite|droptail|drophead|codel|pie --uplink-queue-args=… (and downlink) --once
+    /// --uplink-log=F --downlink-log=F]. The command gets MAHIMAHI_BASE (the address of this
+    /// side) and the shell exits with the command's status. Without a command, $SHELL runs.
+    Shell {
+        /// Seed of the random generators (mm-loss, mm-onoff, PIE); recorded runs are
+        /// reproducible with the same seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Time every stage on Mahimahi's integer-millisecond clock (for comparisons with
+        /// Mahimahi) instead of nanoseconds.
+        #[arg(long)]
+        ms_clock: bool,
+        /// The chain of shells, then `--` and the command.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "SHELLS… [-- COMMAND…]"
+        )]
+        chain: Vec<String>,
+    },
     /// Mahimahi packet-delivery traces.
     Trace {
         #[command(subcommand)]
@@ -191,6 +220,17 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Top::Shell {
+            seed,
+            ms_clock,
+            chain,
+        } => {
+            let code = pantheon_orchestrator::shell::run(
+                &chain,
+                &pantheon_orchestrator::shell::ShellOptions { seed, ms_clock },
+            )?;
+            Ok(ExitCode::from(code.clamp(0, 255) as u8))
         }
         Top::Trace {
             action: TraceAction::Constant { rate_mbps, output },

@@ -206,12 +206,6 @@ pub fn run_once(
         &mut record,
         progress,
     );
-    if let Some(emu) = &res.emulator {
-        record.emulator_drops = (
-            emu.uplink.dropped.load(Ordering::Relaxed),
-            emu.downlink.dropped.load(Ordering::Relaxed),
-        );
-    }
     // Tear down explicitly (the same happens on unwinding), then check nothing is left.
     for p in &mut res.processes {
         p.stop();
@@ -224,6 +218,17 @@ pub fn run_once(
                 .warnings()
                 .into_iter()
                 .map(|w| format!("tunnel: {w}")),
+        );
+    }
+    if let Some(emu) = &mut res.emulator {
+        // Stopping completes the mm-link logs; the devices go with `res`.
+        emu.stop();
+        record
+            .notes
+            .extend(emu.errors().into_iter().map(|e| format!("emulator: {e}")));
+        record.emulator_drops = (
+            emu.uplink.dropped.load(Ordering::Relaxed),
+            emu.downlink.dropped.load(Ordering::Relaxed),
         );
     }
     let leftovers: Vec<String> = res
@@ -280,6 +285,12 @@ fn drive_run(
     let dir = &plan.data_dir;
     let host = res.netns(format!("{tag}-host"))?;
     let emu = res.netns(format!("{tag}-emu"))?;
+    // Pantheon's `--uplink-log`/`--downlink-log` of mm-link: `<cc>_mm_datalink_run<N>.log`
+    // (the sender is inside, so data is uplink) and `<cc>_mm_acklink_run<N>.log`.
+    let path = &path.with_link_logs(
+        dir.join(format!("{}_mm_datalink_run{run_id}.log", scheme.name)),
+        dir.join(format!("{}_mm_acklink_run{run_id}.log", scheme.name)),
+    );
     res.emulator = Some(
         Emulator::start(
             path,

@@ -1,0 +1,253 @@
+//! `pantheon shell`: run a command inside an emulated path written as a chain of Mahimahi
+//! shells, as the chain itself would (`mahimahi.md` §1–2):
+//!
+//! ```text
+//! pantheon shell mm-delay 28 mm-loss uplink 0.004 mm-link up.trace down.trace \
+//!     --uplink-queue=droptail --uplink-queue-args=packets=50 -- iperf3 -c '$MAHIMAHI_BASE'
+//! ```
+//!
+//! - The command runs in a new network namespace `pshell-<pid>` whose only route leads through
+//!   the emulated path to a TUN device `pshell-<pid>` in the namespace `pantheon shell` was
+//!   started in. Addresses are picked as Mahimahi picks them: the first two free addresses of
+//!   100.64.0.1–255 (outside, inside), skipping every address and route destination in use and
+//!   `$MAHIMAHI_BASE`; so inside another shell the next pair is used.
+//! - Environment: `MAHIMAHI_BASE` = the outside address, unless already set (so inside nested
+//!   shells it stays the outermost one's), and `MAHIMAHI_SHELL_PREFIX` gains each shell's
+//!   prefix (`[delay 28 ms] [link] `). The command is executed directly (no shell); a literal
+//!   `$MAHIMAHI_BASE` in its words (quoted on our command line so that the outer shell left it
+//!   alone) is replaced by the address MAHIMAHI_BASE has inside. Without a command, `$SHELL`
+//!   (or `/bin/sh`) runs.
+//! - Exit status: the command's (128 + N if a signal N ended it). `--once` links end the shell
+//!   when both directions have used their last opportunity, ending the command (exit 0), as
+//!   Mahimahi. Ctrl-C reaches the command (same process group); the shell then ends with it.
+//! - Differences from Mahimahi, on purpose: one namespace and one TUN pair for the whole chain
+//!   (Mahimahi: one per shell, so the command there sees 100.64.0.4 inside `mm-delay mm-link`);
+//!   no NAT, so the command reaches this host (`$MAHIMAHI_BASE`) but not beyond it; no DNS
+//!   proxy; runs as root (Mahimahi insists on a setuid binary run by a normal user).
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::process::{Command, ExitStatus};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use emucal::mm::{parse_chain, EmulatedPath};
+use emucal::runtime::{Devices, Emulator};
+use netns::NetNs;
+
+use crate::runner::INTERRUPTED;
+
+/// Options of `pantheon shell` besides the chain.
+#[derive(Debug, Clone, Default)]
+pub struct ShellOptions {
+    /// Seed of the random generators (loss, on/off, PIE).
+    pub seed: u64,
+    /// Mahimahi's integer-ms clock instead of ns timing.
+    pub ms_clock: bool,
+}
+
+/// The first two addresses of 100.64.0.1–255 not in `used` (outside, inside), as Mahimahi's
+/// `two_unassigned_addresses`; `None` when fewer than two are free.
+pub fn two_unassigned_addresses(used: &HashSet<Ipv4Addr>) -> Option<(Ipv4Addr, Ipv4Addr)> {
+    let mut free = (1..=255u8)
+        .map(|x| Ipv4Addr::new(100, 64, 0, x))
+        .filter(|a| !used.contains(a));
+    Some((free.next()?, free.next()?))
+}
+
+/// Destinations in `/proc/net/route` text (hex, in the kernel's byte order).
+pub fn route_destinations(proc_net_route: &str) -> Vec<Ipv4Addr> {
+    proc_net_route
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|h| u32::from_str_radix(h, 16).ok())
+        .map(|x| Ipv4Addr::from(x.to_le_bytes()))
+        .collect()
+}
+
+/// Addresses in use in the calling thread's namespace: on interfaces, as route destinations,
+/// and `$MAHIMAHI_BASE`.
+fn used_addresses() -> anyhow::Result<HashSet<Ipv4Addr>> {
+    let out = Command::new("ip")
+        .args(["-4", "-o", "addr", "show"])
+        .output()
+        .context("run `ip -4 -o addr show` (is iproute2 installed?)")?;
+    let mut used: HashSet<Ipv4Addr> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            w.position(|x| x == "inet")?;
+            w.next()?.split('/').next()?.parse().ok()
+        })
+        .collect();
+    if let Ok(routes) = std::fs::read_to_string("/proc/thread-self/net/route") {
+        used.extend(route_destinations(&routes));
+    }
+    if let Some(base) = std::env::var("MAHIMAHI_BASE")
+        .ok()
+        .and_then(|b| b.parse().ok())
+    {
+        used.insert(base);
+    }
+    Ok(used)
+}
+
+/// How a child ended, as a shell reports it: its code, or 128 + the signal.
+pub fn status_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+/// Runs `words` (the chain, then the command) and returns the exit code for the process.
+pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
+    let chain = parse_chain(words)?;
+    if chain.shells.is_empty() {
+        return Err(anyhow!(
+            "no Mahimahi shell before `{}` (shells: mm-delay, mm-loss, mm-onoff, \
+             mm-intermittent, mm-link)",
+            words.first().map_or("", String::as_str)
+        ));
+    }
+    let chain_words = &words[..words.len() - chain.command.len()];
+    let mut path = EmulatedPath::from_chain(chain.shells.clone(), chain_words);
+    path.ms_clock = opts.ms_clock;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        anyhow::bail!("`pantheon shell` needs root (a network namespace and TUN devices)");
+    }
+
+    let (outer_addr, inner_addr) = two_unassigned_addresses(&used_addresses()?)
+        .ok_or_else(|| anyhow!("no two free addresses left in 100.64.0.1–255"))?;
+    let name = format!("pshell-{}", std::process::id());
+    let inner = NetNs::create(&name).with_context(|| format!("create network namespace {name}"))?;
+    let devices = Devices {
+        outer_dev: name.clone(),
+        outer_addr,
+        inner_dev: "ingress".into(),
+        inner_addr,
+    };
+    let mut emulator = Emulator::start_with(&path, None, &inner, &devices, opts.seed)
+        .context("start the emulator")?;
+
+    let prefix: String = chain.shells.iter().map(|s| s.prefix()).collect();
+    let base = std::env::var("MAHIMAHI_BASE").unwrap_or_else(|_| outer_addr.to_string());
+    let words: Vec<String> = chain
+        .command
+        .iter()
+        .map(|w| {
+            w.replace("${MAHIMAHI_BASE}", &base)
+                .replace("$MAHIMAHI_BASE", &base)
+        })
+        .collect();
+    let mut command = match words.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args);
+            c
+        }
+        None => Command::new(std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())),
+    };
+    if std::env::var_os("MAHIMAHI_BASE").is_none() {
+        command.env("MAHIMAHI_BASE", outer_addr.to_string());
+    }
+    let old_prefix = std::env::var("MAHIMAHI_SHELL_PREFIX").unwrap_or_default();
+    command.env("MAHIMAHI_SHELL_PREFIX", format!("{old_prefix}{prefix}"));
+    inner.exec_inside(&mut command);
+    let shown = if chain.command.is_empty() {
+        "the shell".to_owned()
+    } else {
+        chain.command.join(" ")
+    };
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("start `{shown}` inside the emulated path"))?;
+
+    // Ctrl-C reaches the command through the terminal; a signal sent to us alone is passed on.
+    let _ = ctrlc::set_handler(|| {
+        INTERRUPTED.store(true, Ordering::SeqCst);
+    });
+    let mut forwarded = false;
+    let code = loop {
+        if let Some(status) = child.try_wait().context("wait for the command")? {
+            break status_code(status);
+        }
+        if emulator.finished() {
+            // `--once`: the traces are over; Mahimahi ends the command and exits 0.
+            end_child(&mut child);
+            break 0;
+        }
+        if INTERRUPTED.load(Ordering::SeqCst) && !forwarded {
+            // SAFETY: plain syscall on our own child.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+            }
+            forwarded = true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    emulator.stop();
+    for e in emulator.errors() {
+        eprintln!("pantheon shell: {e}");
+    }
+    drop(emulator);
+    // Whatever the command left running in the namespace goes with it.
+    for pid in inner.pids() {
+        // SAFETY: plain syscall; the pid is inside the namespace we created.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    drop(inner);
+    Ok(code)
+}
+
+/// SIGTERM, then SIGKILL after 1 s.
+fn end_child(child: &mut std::process::Child) {
+    // SAFETY: plain syscall on our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_addresses_like_mahimahi() {
+        let a = |x| Ipv4Addr::new(100, 64, 0, x);
+        assert_eq!(two_unassigned_addresses(&HashSet::new()), Some((a(1), a(2))));
+        // Inside a shell: .1 is MAHIMAHI_BASE, .2 our own address → .3/.4.
+        let used = HashSet::from([a(1), a(2)]);
+        assert_eq!(two_unassigned_addresses(&used), Some((a(3), a(4))));
+        let used = HashSet::from([a(2)]);
+        assert_eq!(two_unassigned_addresses(&used), Some((a(1), a(3))));
+        let all: HashSet<_> = (1..=254).map(a).collect();
+        assert_eq!(two_unassigned_addresses(&all), None);
+    }
+
+    #[test]
+    fn reads_route_destinations() {
+        let text = "Iface\tDestination\tGateway \tFlags\n\
+                    eth0\t00000000\t0102000A\t0003\n\
+                    ingress\t0100400A\t00000000\t0005\n";
+        assert_eq!(
+            route_destinations(text),
+            [Ipv4Addr::new(0, 0, 0, 0), Ipv4Addr::new(10, 64, 0, 1)]
+        );
+    }
+}

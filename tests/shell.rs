@@ -1,0 +1,198 @@
+//! `pantheon shell`: a command runs inside the emulated path given as Mahimahi shells, with
+//! Mahimahi's environment, link logs and exit status, and nothing is left behind. Each test
+//! runs the shell inside a network namespace of its own, so the host's namespace is untouched.
+//! Needs root, iproute2, iputils-ping and iperf3 (CI installs them).
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One test at a time: the throughput and delay checks need the two CPUs.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A namespace and a scratch directory for one test; both removed on drop.
+struct Sandbox {
+    ns: String,
+    dir: PathBuf,
+}
+
+impl Sandbox {
+    fn new(tag: &str) -> Sandbox {
+        let ns = format!("pst-{}-{tag}", std::process::id());
+        let dir = std::env::temp_dir().join(&ns);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+        ok(Command::new("ip").args(["netns", "add", &ns]));
+        ok(Command::new("ip").args(["-n", &ns, "link", "set", "lo", "up"]));
+        Sandbox { ns, dir }
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+
+    /// `ip netns exec NS pantheon shell ARGS…`.
+    fn shell(&self, args: &[&str]) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.ns, env!("CARGO_BIN_EXE_pantheon"), "shell"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// Devices in the sandbox namespace other than `lo`.
+    fn devices(&self) -> Vec<String> {
+        let out = Command::new("ip")
+            .args(["-n", &self.ns, "-o", "link", "show"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split(": ").nth(1).map(|d| d.split('@').next().unwrap().to_owned()))
+            .filter(|d| d != "lo")
+            .collect()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn pshell_namespaces() -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("pshell-"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn command_runs_over_the_path_with_mahimahis_environment_logs_and_status() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sb = Sandbox::new("env");
+    let trace = sb.file("12mbps.trace", "1\n");
+    let up = sb.dir.join("up.log").display().to_string();
+    let out = sb.shell(&[
+        "mm-delay",
+        "10",
+        "mm-link",
+        &trace,
+        &trace,
+        "--uplink-queue=droptail",
+        "--uplink-queue-args=packets=50",
+        &format!("--uplink-log={up}"),
+        "--",
+        "sh",
+        "-c",
+        "echo base=$MAHIMAHI_BASE prefix=\"$MAHIMAHI_SHELL_PREFIX\"; \
+         ping -n -c 5 -i 0.2 $MAHIMAHI_BASE; exit 3",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("base=100.64.0.1 prefix=[delay 10 ms] [link] "),
+        "{stdout}"
+    );
+    // RTT = 2 × 10 ms + up to 1 ms per link direction (+ wake-up latency).
+    let rtts: Vec<f64> = stdout
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert_eq!(rtts.len(), 5, "{stdout}");
+    for r in &rtts {
+        assert!((20.0..23.5).contains(r), "RTT {r} ms: {stdout}");
+    }
+    // The uplink log: Mahimahi's header, then events; every ping left with a delay field.
+    let log = std::fs::read_to_string(&up).unwrap();
+    let mut lines = log.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        format!("# mahimahi mm-link (Uplink) [{trace}] > {up}")
+    );
+    assert!(lines.next().unwrap().starts_with("# command line: 'mm-link' "));
+    assert_eq!(lines.next().unwrap(), "# queue: droptail [packets=50]");
+    assert!(lines.next().unwrap().starts_with("# init timestamp: 1"));
+    assert_eq!(lines.next().unwrap(), "# base timestamp: 0");
+    assert_eq!(lines.next().unwrap(), "# mahimahi config: [delay 10 ms] ");
+    let pings = log
+        .lines()
+        .filter(|l| l.contains(" - 88 "))
+        .filter(|l| l.split(' ').nth(3) == Some("1"))
+        .count();
+    assert_eq!(pings, 5, "{log}");
+    // Nothing left: no pshell namespace, no device in the sandbox.
+    assert!(pshell_namespaces().is_empty(), "{:?}", pshell_namespaces());
+    assert!(sb.devices().is_empty(), "{:?}", sb.devices());
+}
+
+#[test]
+fn tcp_over_a_12_mbps_trace_gets_the_link_rate() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sb = Sandbox::new("tput");
+    let trace = sb.file("12mbps.trace", "1\n");
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &sb.ns, "iperf3", "-s", "-1", "-p", "5301"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = sb.shell(&[
+        "mm-link", &trace, &trace, "--", "iperf3", "-c", "$MAHIMAHI_BASE", "-p", "5301", "-t",
+        "5", "-J",
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mbps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap() / 1e6;
+    // 12 Mbit/s of IP packets; TCP goodput is 1448/1500 of it, minus slow start.
+    assert!((10.5..=11.6).contains(&mbps), "{mbps} Mbit/s");
+}
+
+#[test]
+fn once_ends_the_shell_when_the_trace_is_used_up() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sb = Sandbox::new("once");
+    let trace = sb.file("1s.trace", "1000\n");
+    let start = Instant::now();
+    let out = sb.shell(&["mm-link", &trace, &trace, "--once", "--", "sleep", "10"]);
+    let took = start.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        took >= Duration::from_millis(1000) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    assert!(pshell_namespaces().is_empty());
+}
+
+#[test]
+fn bad_chains_are_refused_with_the_reason_and_leave_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sb = Sandbox::new("bad");
+    let bad = sb.file("bad.trace", "1\n2\n\n3\n");
+    let out = sb.shell(&["mm-link", &bad, &bad, "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("{bad}:3: invalid empty line")), "{err}");
+    let out = sb.shell(&["mm-delay", "ten", "true"]);
+    assert!(text(&out.stderr).contains("`ten`"));
+    let out = sb.shell(&["true"]);
+    assert!(text(&out.stderr).contains("no Mahimahi shell before `true`"));
+    assert!(pshell_namespaces().is_empty());
+    assert!(sb.devices().is_empty());
+}
