@@ -86,7 +86,7 @@ enum Top {
 #[derive(Subcommand)]
 enum RunMode {
     /// Both ends on this machine, over the emulated path (Pantheon's `test.py local`).
-    Local(LocalArgs),
+    Local(Box<LocalArgs>),
 }
 
 #[derive(Subcommand)]
@@ -188,7 +188,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Top::Run {
             mode: RunMode::Local(args),
-        } => run_local(args),
+        } => run_local(*args),
         Top::Analyze { dir, schemes_dir } => {
             let registry = Registry::load(schemes_dir.as_deref())?;
             let md = analyze::analyze_dir(&dir, &registry)?;

@@ -20,6 +20,8 @@
 //! - Exit status: the command's (128 + N if a signal N ended it). `--once` links end the shell
 //!   when both directions have used their last opportunity, ending the command (exit 0), as
 //!   Mahimahi. Ctrl-C reaches the command (same process group); the shell then ends with it.
+//! - When the command has exited, what it sent last (its FINs and the answers) may finish
+//!   crossing the path (until the path is empty for 100 ms, at most 2 s); Mahimahi drops it.
 //! - Differences from Mahimahi, on purpose: one namespace and one TUN pair for the whole chain
 //!   (Mahimahi: one per shell, so the command there sees 100.64.0.4 inside `mm-delay mm-link`);
 //!   no NAT, so the command reaches this host (`$MAHIMAHI_BASE`) but not beyond it; no DNS
@@ -190,6 +192,19 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    // Let what the command sent last (its FINs, the peer's answers) cross the path before it
+    // goes: until the path has been empty for 100 ms, at most 2 s. Mahimahi drops them, which
+    // leaves a server outside waiting for a connection that is gone.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut empty_since = None;
+    while Instant::now() < deadline {
+        if emulator.held() > 0 {
+            empty_since = None;
+        } else if empty_since.get_or_insert_with(Instant::now).elapsed() >= Duration::from_millis(100) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     emulator.stop();
     for e in emulator.errors() {
         eprintln!("pantheon shell: {e}");
