@@ -38,7 +38,13 @@ impl Sandbox {
     /// `ip netns exec NS pantheon shell ARGS…`.
     fn shell(&self, args: &[&str]) -> Output {
         Command::new("ip")
-            .args(["netns", "exec", &self.ns, env!("CARGO_BIN_EXE_pantheon"), "shell"])
+            .args([
+                "netns",
+                "exec",
+                &self.ns,
+                env!("CARGO_BIN_EXE_pantheon"),
+                "shell",
+            ])
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -53,7 +59,11 @@ impl Sandbox {
             .unwrap();
         String::from_utf8_lossy(&out.stdout)
             .lines()
-            .filter_map(|l| l.split(": ").nth(1).map(|d| d.split('@').next().unwrap().to_owned()))
+            .filter_map(|l| {
+                l.split(": ")
+                    .nth(1)
+                    .map(|d| d.split('@').next().unwrap().to_owned())
+            })
             .filter(|d| d != "lo")
             .collect()
     }
@@ -101,7 +111,12 @@ fn command_runs_over_the_path_with_mahimahis_environment_logs_and_status() {
          ping -n -c 5 -i 0.2 $MAHIMAHI_BASE; exit 3",
     ]);
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(3), "{stdout}\n{}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
     assert!(
         stdout.contains("base=100.64.0.1 prefix=[delay 10 ms] [link] "),
         "{stdout}"
@@ -123,7 +138,10 @@ fn command_runs_over_the_path_with_mahimahis_environment_logs_and_status() {
         lines.next().unwrap(),
         format!("# mahimahi mm-link (Uplink) [{trace}] > {up}")
     );
-    assert!(lines.next().unwrap().starts_with("# command line: 'mm-link' "));
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("# command line: 'mm-link' "));
     assert_eq!(lines.next().unwrap(), "# queue: droptail [packets=50]");
     assert!(lines.next().unwrap().starts_with("# init timestamp: 1"));
     assert_eq!(lines.next().unwrap(), "# base timestamp: 0");
@@ -152,14 +170,27 @@ fn tcp_over_a_12_mbps_trace_gets_the_link_rate() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let out = sb.shell(&[
-        "mm-link", &trace, &trace, "--", "iperf3", "-c", "$MAHIMAHI_BASE", "-p", "5301", "-t",
-        "5", "-J",
+        "mm-link",
+        &trace,
+        &trace,
+        "--",
+        "iperf3",
+        "-c",
+        "$MAHIMAHI_BASE",
+        "-p",
+        "5301",
+        "-t",
+        "5",
+        "-J",
     ]);
     let _ = server.kill();
     let _ = server.wait();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mbps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap() / 1e6;
+    let mbps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap()
+        / 1e6;
     // 12 Mbit/s of IP packets; TCP goodput is 1448/1500 of it, minus slow start.
     assert!((10.5..=11.6).contains(&mbps), "{mbps} Mbit/s");
 }
@@ -188,7 +219,10 @@ fn bad_chains_are_refused_with_the_reason_and_leave_nothing() {
     let out = sb.shell(&["mm-link", &bad, &bad, "--", "true"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert!(err.contains(&format!("{bad}:3: invalid empty line")), "{err}");
+    assert!(
+        err.contains(&format!("{bad}:3: invalid empty line")),
+        "{err}"
+    );
     let out = sb.shell(&["mm-delay", "ten", "true"]);
     assert!(text(&out.stderr).contains("`ten`"));
     let out = sb.shell(&["true"]);

@@ -78,7 +78,8 @@ fn udp_run(s: &Setup, emu: &Emulator, pacing: Pacing, secs: f64) -> (u64, Vec<(u
         .unwrap()
         .unwrap();
     set_rcvbuf(&rx, 64 << 20);
-    rx.set_read_timeout(Some(Duration::from_millis(700))).unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(700)))
+        .unwrap();
     let tx = s
         .inner
         .run_in(|| UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)))
@@ -169,7 +170,10 @@ fn set_rcvbuf(s: &UdpSocket, bytes: i32) {
 
 fn rate(secs: f64) {
     println!("delivered rate vs trace rate (UDP offered at 1.05×, {secs} s; target within 1 %)");
-    println!("{:>10} {:>10} {:>14} {:>9} {:>8}", "trace", "sent", "delivered", "Mbit/s", "ratio");
+    println!(
+        "{:>10} {:>10} {:>14} {:>9} {:>8}",
+        "trace", "sent", "delivered", "Mbit/s", "ratio"
+    );
     for r in [1.0, 10.0, 100.0, 1000.0] {
         let s = setup(&format!("r{r}"), r, "");
         let emu = Emulator::start(&s.path, &s.outer, &s.inner, 1).unwrap();
@@ -198,7 +202,10 @@ fn delay(secs: f64) {
          0.2–0.65 ms into each ms, through mm-delay 10 + a 100 Mbit/s link, {secs} s \
          (target p99 ≤ 0.1 ms; Mahimahi up to 1 ms)"
     );
-    println!("{:>10} {:>9} {:>9} {:>9} {:>9} {:>9}", "timing", "packets", "p50 µs", "p99 µs", "p99.9 µs", "max µs");
+    println!(
+        "{:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "timing", "packets", "p50 µs", "p99 µs", "p99.9 µs", "max µs"
+    );
     {
         let s = setup("d", 100.0, "mm-delay 10");
         let emu = Emulator::start(&s.path, &s.outer, &s.inner, 1).unwrap();
@@ -243,27 +250,52 @@ fn tcp(rate_mbps: f64, secs: u32, reps: u32) {
         let s = setup(&format!("t{rep}"), rate_mbps, "");
         let emu = Emulator::start(&s.path, &s.outer, &s.inner, 1).unwrap();
         let mut server = Command::new("ip")
-            .args(["netns", "exec", s.outer.name(), "iperf3", "-s", "-1", "-p", "9312"])
+            .args([
+                "netns",
+                "exec",
+                s.outer.name(),
+                "iperf3",
+                "-s",
+                "-1",
+                "-p",
+                "9312",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(300));
         let out = Command::new("ip")
-            .args(["netns", "exec", s.inner.name(), "iperf3", "-c", "100.64.0.1", "-p", "9312"])
+            .args([
+                "netns",
+                "exec",
+                s.inner.name(),
+                "iperf3",
+                "-c",
+                "100.64.0.1",
+                "-p",
+                "9312",
+            ])
             .args(["-C", "cubic", "-J", "-t", &secs.to_string()])
             .output()
             .unwrap();
         let _ = server.kill();
         let _ = server.wait();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let mbps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6;
+        let mbps = v["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+            / 1e6;
         let retr = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
         println!(
             "  rep {}: {mbps:.0} Mbit/s, {retr} retransmits; emulator dropped {} up / {} down",
             rep + 1,
-            emu.uplink.dropped.load(std::sync::atomic::Ordering::Relaxed),
-            emu.downlink.dropped.load(std::sync::atomic::Ordering::Relaxed)
+            emu.uplink
+                .dropped
+                .load(std::sync::atomic::Ordering::Relaxed),
+            emu.downlink
+                .dropped
+                .load(std::sync::atomic::Ordering::Relaxed)
         );
         results.push(mbps);
     }

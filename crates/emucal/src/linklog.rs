@@ -143,7 +143,12 @@ mod tests {
         let Shell::Link(link) = &chain.shells[1] else {
             panic!()
         };
-        let h = header(link, LinkDirection::Uplink, Path::new("/data/up.log"), 1795311537227);
+        let h = header(
+            link,
+            LinkDirection::Uplink,
+            Path::new("/data/up.log"),
+            1795311537227,
+        );
         assert_eq!(
             h,
             format!(

@@ -282,9 +282,8 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
         let arg = |k: usize| words.get(i + k);
         let shell = match word.as_str() {
             "mm-delay" => {
-                let a = arg(1).ok_or_else(|| {
-                    syntax("mm-delay needs DELAY_MS (one-way delay, ms)".into())
-                })?;
+                let a = arg(1)
+                    .ok_or_else(|| syntax("mm-delay needs DELAY_MS (one-way delay, ms)".into()))?;
                 let ms = a.parse::<u64>().map_err(|_| {
                     syntax(format!(
                         "mm-delay: `{a}` is not a non-negative integer number of ms"
@@ -301,7 +300,9 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
                     .ok()
                     .filter(|r| (0.0..=1.0).contains(r))
                     .ok_or_else(|| {
-                        syntax(format!("mm-loss: rate must be a number in [0, 1], got `{a}`"))
+                        syntax(format!(
+                            "mm-loss: rate must be a number in [0, 1], got `{a}`"
+                        ))
                     })?;
                 i += 3;
                 Shell::Loss { direction, rate }
@@ -323,9 +324,7 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
             }
             "mm-link" => {
                 let (Some(up), Some(down)) = (arg(1), arg(2)) else {
-                    return Err(syntax(
-                        "mm-link needs UPLINK_TRACE DOWNLINK_TRACE".into(),
-                    ));
+                    return Err(syntax("mm-link needs UPLINK_TRACE DOWNLINK_TRACE".into()));
                 };
                 let start = i;
                 let mut link = LinkShell {
@@ -430,7 +429,8 @@ impl EmulatedPath {
         let mut path = self.clone();
         if let Some(Shell::Link(l)) = path.shells.iter_mut().find(|s| matches!(s, Shell::Link(_))) {
             l.argv.push(format!("--uplink-log={}", uplink.display()));
-            l.argv.push(format!("--downlink-log={}", downlink.display()));
+            l.argv
+                .push(format!("--downlink-log={}", downlink.display()));
             l.uplink_log = Some(uplink);
             l.downlink_log = Some(downlink);
         }
@@ -439,7 +439,11 @@ impl EmulatedPath {
 
     /// The stages of one direction, in crossing order; random generators seeded from `seed`.
     /// The returned list pairs each mm-link stage's index with its shell, for logging.
-    pub fn pipeline(&self, direction: LinkDirection, seed: u64) -> (Pipeline, Vec<(usize, &LinkShell)>) {
+    pub fn pipeline(
+        &self,
+        direction: LinkDirection,
+        seed: u64,
+    ) -> (Pipeline, Vec<(usize, &LinkShell)>) {
         let ordered: Vec<(usize, &Shell)> = match direction {
             LinkDirection::Uplink => self.shells.iter().enumerate().rev().collect(),
             LinkDirection::Downlink => self.shells.iter().enumerate().collect(),
@@ -554,7 +558,10 @@ mod tests {
             panic!("third shell is mm-link")
         };
         assert_eq!(l.uplink_queue.describe(), "droptail [packets=50]");
-        assert!(matches!(l.downlink_queue, QueueSpec::CoDel { target_ms: 5, .. }));
+        assert!(matches!(
+            l.downlink_queue,
+            QueueSpec::CoDel { target_ms: 5, .. }
+        ));
         assert!(l.once);
         assert_eq!(l.uplink_log.as_deref(), Some(Path::new("/tmp/up.log")));
         assert_eq!(l.downlink_log, None);
@@ -565,7 +572,10 @@ mod tests {
         let c = parse_chain(&words("mm-delay 5 ping -c 1 x")).unwrap();
         assert_eq!((c.shells.len(), c.command.len()), (1, 4));
         let c = parse_chain(&words("mm-delay 5 -- mm-delay 3")).unwrap();
-        assert_eq!((c.shells.len(), c.command), (1, vec!["mm-delay".into(), "3".into()]));
+        assert_eq!(
+            (c.shells.len(), c.command),
+            (1, vec!["mm-delay".into(), "3".into()])
+        );
         // Errors name what is wrong.
         let e = parse_chain(&words(&format!("mm-link {t} {t} --meter-uplink")))
             .unwrap_err()
@@ -603,8 +613,7 @@ mod tests {
         assert!(down.pop().is_none());
         down.advance(30 * MS);
         assert_eq!(down.pop().map(|p| p.0), Some(30 * MS));
-        let missing =
-            EmulatedPath::from_pantheon_flags("", &d.0.join("nope"), &trace, "", "");
+        let missing = EmulatedPath::from_pantheon_flags("", &d.0.join("nope"), &trace, "", "");
         assert!(missing.unwrap_err().to_string().contains("nope"));
         // Pantheon's run writes both link logs; the logged stage is the link (index 0 uplink).
         let logged = path.with_link_logs("u.log".into(), "d.log".into());

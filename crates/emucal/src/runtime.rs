@@ -125,11 +125,13 @@ impl DirectionStats {
         }
         let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
         let mut seen = 0;
-        counts.iter().position(|&c| {
-            seen += c;
-            seen >= rank
-        })
-        .map(|i| i as u64)
+        counts
+            .iter()
+            .position(|&c| {
+                seen += c;
+                seen >= rank
+            })
+            .map(|i| i as u64)
     }
 }
 
@@ -297,7 +299,8 @@ impl Emulator {
     /// True when a `--once` link has used its last opportunity in both directions (Mahimahi
     /// then ends the shell).
     pub fn finished(&self) -> bool {
-        self.uplink.finished.load(Ordering::Relaxed) && self.downlink.finished.load(Ordering::Relaxed)
+        self.uplink.finished.load(Ordering::Relaxed)
+            && self.downlink.finished.load(Ordering::Relaxed)
     }
 
     /// Problems met while running (a link log that could not be written), for the user.

@@ -709,7 +709,14 @@ mod tests {
     #[test]
     fn unused_capacity_is_not_banked_and_drops_are_logged_at_enqueue() {
         let spec = QueueSpec::parse("droptail", "packets=1").unwrap();
-        let l = LinkStage::new(&Trace { opportunities_ms: vec![1] }, spec, 0).logged();
+        let l = LinkStage::new(
+            &Trace {
+                opportunities_ms: vec![1],
+            },
+            spec,
+            0,
+        )
+        .logged();
         let mut p = Pipeline::new(vec![AnyStage::Link(l)]);
         // Idle for 10 opportunities, then a burst of 3 at 10.5 ms: one queued, two dropped;
         // the first one leaves at 11 ms, not earlier (nothing banked).
@@ -745,7 +752,12 @@ mod tests {
         let ms = |x: u64| x * MS;
         let out = drive(
             &mut p,
-            &[(ms(500), 100), (ms(1500), 100), (ms(2500), 100), (ms(3999), 100)],
+            &[
+                (ms(500), 100),
+                (ms(1500), 100),
+                (ms(2500), 100),
+                (ms(3999), 100),
+            ],
             ms(5000),
         );
         assert_eq!(

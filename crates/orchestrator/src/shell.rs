@@ -200,7 +200,9 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
     while Instant::now() < deadline {
         if emulator.held() > 0 {
             empty_since = None;
-        } else if empty_since.get_or_insert_with(Instant::now).elapsed() >= Duration::from_millis(100) {
+        } else if empty_since.get_or_insert_with(Instant::now).elapsed()
+            >= Duration::from_millis(100)
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -245,7 +247,10 @@ mod tests {
     #[test]
     fn picks_addresses_like_mahimahi() {
         let a = |x| Ipv4Addr::new(100, 64, 0, x);
-        assert_eq!(two_unassigned_addresses(&HashSet::new()), Some((a(1), a(2))));
+        assert_eq!(
+            two_unassigned_addresses(&HashSet::new()),
+            Some((a(1), a(2)))
+        );
         // Inside a shell: .1 is MAHIMAHI_BASE, .2 our own address → .3/.4.
         let used = HashSet::from([a(1), a(2)]);
         assert_eq!(two_unassigned_addresses(&used), Some((a(3), a(4))));
