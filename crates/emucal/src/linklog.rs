@@ -89,11 +89,10 @@ impl LinkLogWriter {
         direction: LinkDirection,
         init_epoch_ms: u64,
     ) -> io::Result<LinkLogWriter> {
-        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-        let file = File::create(path).map_err(named)?;
+        let file = File::create(path).map_err(|e| named(path, e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         out.write_all(header(link, direction, path, init_epoch_ms).as_bytes())
-            .map_err(named)?;
+            .map_err(|e| named(path, e))?;
         Ok(LinkLogWriter {
             path: path.to_owned(),
             out,
@@ -113,10 +112,13 @@ impl LinkLogWriter {
 
     /// Writes what is buffered; errors name the file.
     pub fn flush(&mut self) -> io::Result<()> {
-        self.out
-            .flush()
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.path.display())))
+        self.out.flush().map_err(|e| named(&self.path, e))
     }
+}
+
+/// `e` with the file's name in front.
+fn named(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -252,15 +252,19 @@ impl PacketQueue {
         if let Aqm::Pie(pie) = &mut self.aqm {
             pie.update(t / MS, self.fifo.bytes);
         }
-        let fits = |fifo: &Fifo, l: Limits| l.allow(fifo.len() + 1, fifo.bytes + size);
-        let accept = match (&mut self.aqm, self.spec) {
-            (_, QueueSpec::Infinite | QueueSpec::DropHead(_)) => true,
-            (Aqm::Pie(pie), QueueSpec::Pie { limits, .. }) => {
-                fits(&self.fifo, limits) && !pie.drop_early(self.fifo.bytes)
-            }
-            (_, spec) => spec.limits().is_none_or(|l| fits(&self.fifo, l)),
-        };
-        if !accept {
+        // Every dropping queue but drophead refuses an arrival that would break its limits;
+        // PIE may then also drop it early (drawing its random number only for arrivals that fit).
+        let tail_drop = !matches!(self.spec, QueueSpec::DropHead(_))
+            && self
+                .spec
+                .limits()
+                .is_some_and(|l| !l.allow(self.fifo.len() + 1, self.fifo.bytes + size));
+        let early_drop = !tail_drop
+            && match &mut self.aqm {
+                Aqm::Pie(pie) => pie.drop_early(self.fifo.bytes),
+                _ => false,
+            };
+        if tail_drop || early_drop {
             self.dropped += 1;
             return Dropped {
                 packets: 1,
