@@ -14,15 +14,8 @@
 set -euo pipefail
 SECS=${1:-5}
 REPS=${2:-3}
-if [ "$(id -u)" != 0 ]; then
-  echo "error: run as root (network namespaces, TUN devices)" >&2
-  exit 1
-fi
 cd "$(dirname "$0")/.."
-command -v iperf3 >/dev/null || {
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3 >/dev/null
-}
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/pantheon-rs/target}"
+source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR
 echo ">> cargo build --release -p pantheon-emucal --example emubench" >&2
 cargo build --quiet --release -p pantheon-emucal --example emubench
 BIN="$CARGO_TARGET_DIR/release/examples/emubench"

@@ -17,15 +17,9 @@
 set -euo pipefail
 RUNS=${1:-10}
 SECS=${2:-10}
-if [ "$(id -u)" != 0 ]; then
-  echo "error: run as root (network namespaces, TUN devices)" >&2
-  exit 1
-fi
 cd "$(dirname "$0")/.."
-source scripts/setup.sh
-[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import scipy' 2>/dev/null || {
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-scipy >/dev/null
-}
+source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR, $PANTHEON
+need_packages python3-scipy
 echo ">> cargo build -p pantheon-orchestrator" >&2
 cargo build --quiet -p pantheon-orchestrator
 OUT=$(mktemp -d /tmp/pfidelity.XXXXXX)

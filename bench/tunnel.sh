@@ -17,19 +17,9 @@ set -euo pipefail
 
 REPS=${1:-3}
 SECS=${2:-10}
-if [ "$(id -u)" != 0 ]; then
-  echo "error: run as root (network namespaces, TUN devices)" >&2
-  exit 1
-fi
 cd "$(dirname "$0")/.."
-need=()
-command -v iperf3 >/dev/null || need+=(iperf3)
-command -v ping >/dev/null || need+=(iputils-ping)
-command -v jq >/dev/null || need+=(jq)
-if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/pantheon-rs/target}"
+source scripts/setup.sh   # root check, iperf3 & ping, cargo, CARGO_TARGET_DIR
+need_packages jq
 echo ">> cargo build --release -p pantheon-tunnel" >&2
 cargo build --quiet --release -p pantheon-tunnel
 BIN="$CARGO_TARGET_DIR/release/pantheon-tunnel"

@@ -6,15 +6,19 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "error: run as root (experiments create network namespaces and TUN devices)" >&2
   exit 1
 fi
-need=()
-for pkg in iperf3 iproute2 iputils-ping pkg-config gcc; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
-done
-if [ "${#need[@]}" -gt 0 ]; then
-  echo ">> apt-get install ${need[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+# Installs the Debian packages among its arguments that are missing (also used by bench/).
+need_packages() {
+  local need=() pkg
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  done
+  if [ "${#need[@]}" -gt 0 ]; then
+    echo ">> apt-get install ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+}
+need_packages iperf3 iproute2 iputils-ping pkg-config gcc
 if ! command -v cargo >/dev/null 2>&1; then
   for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
     [ -x "$d/cargo" ] && export PATH="$d:$PATH"
