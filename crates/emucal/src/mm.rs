@@ -10,7 +10,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::queue::QueueSpec;
-use crate::stage::{AnyStage, DelayStage, LinkStage, LossStage, Pipeline, SwitchStage, MS};
+use crate::stage::{
+    AggregateStage, AnyStage, DelayStage, LinkStage, LossStage, Pipeline, PolicerStage,
+    SwitchStage, MS,
+};
 use crate::trace::{Trace, TraceError};
 
 /// Errors in an emulator description, each naming the offending word or file.
@@ -72,6 +75,44 @@ pub enum Shell {
     },
     /// `mm-link UP DOWN [options]`.
     Link(Box<LinkShell>),
+    /// `pt-policer uplink|downlink RATE_MBPS BURST_BYTES` (ours, not Mahimahi's): a
+    /// token-bucket policer ([`PolicerStage`]).
+    Policer {
+        /// The direction that is policed.
+        direction: LinkDirection,
+        /// Token rate, Mbit/s (of IP bytes).
+        rate_mbps: f64,
+        /// Bucket size, bytes.
+        burst_bytes: u64,
+    },
+    /// `pt-aggregate uplink|downlink INTERVAL_MS` (ours): packets leave in bursts every
+    /// INTERVAL_MS ([`AggregateStage`]); on the downlink of a Pantheon run, ACK aggregation.
+    Aggregate {
+        /// The direction that is aggregated.
+        direction: LinkDirection,
+        /// Release interval, ms (> 0, fractions allowed).
+        interval_ms: f64,
+    },
+}
+
+/// How an mm-link direction schedules its delivery opportunities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Delivery {
+    /// At the trace's times, repeating (Mahimahi).
+    #[default]
+    Trace,
+    /// A Poisson process at the trace's mean rate (ours: `--uplink-delivery=poisson`).
+    Poisson,
+}
+
+/// Format of mm-link's `--uplink-log`/`--downlink-log` files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum LogFormat {
+    /// Mahimahi's text (`T + LEN` …, whole ms).
+    #[default]
+    Mahimahi,
+    /// Our fixed-size binary records with ns times (`--log-format=binary`, see `linklog`).
+    Binary,
 }
 
 /// `mm-link UPLINK_TRACE DOWNLINK_TRACE [--uplink-queue=… --uplink-queue-args=… --once
@@ -98,6 +139,12 @@ pub struct LinkShell {
     pub uplink_log: Option<PathBuf>,
     /// `--downlink-log=FILE`.
     pub downlink_log: Option<PathBuf>,
+    /// `--uplink-delivery=trace|poisson` (ours).
+    pub uplink_delivery: Delivery,
+    /// `--downlink-delivery=trace|poisson` (ours).
+    pub downlink_delivery: Delivery,
+    /// `--log-format=mahimahi|binary` (ours) for both logs.
+    pub log_format: LogFormat,
     /// The shell's own argv as Mahimahi would see it (`mm-link` … command), for log headers.
     #[serde(skip)]
     pub argv: Vec<String>,
@@ -107,23 +154,40 @@ pub struct LinkShell {
 }
 
 impl LinkShell {
-    /// Trace, queue and log file of one direction.
-    pub fn direction(&self, d: LinkDirection) -> (&Trace, QueueSpec, Option<&Path>, &Path) {
+    /// Trace, queue, log file, trace file and delivery of one direction.
+    pub fn direction(&self, d: LinkDirection) -> LinkSide<'_> {
         match d {
-            LinkDirection::Uplink => (
-                &self.uplink,
-                self.uplink_queue,
-                self.uplink_log.as_deref(),
-                &self.uplink_trace,
-            ),
-            LinkDirection::Downlink => (
-                &self.downlink,
-                self.downlink_queue,
-                self.downlink_log.as_deref(),
-                &self.downlink_trace,
-            ),
+            LinkDirection::Uplink => LinkSide {
+                trace: &self.uplink,
+                queue: self.uplink_queue,
+                log: self.uplink_log.as_deref(),
+                trace_path: &self.uplink_trace,
+                delivery: self.uplink_delivery,
+            },
+            LinkDirection::Downlink => LinkSide {
+                trace: &self.downlink,
+                queue: self.downlink_queue,
+                log: self.downlink_log.as_deref(),
+                trace_path: &self.downlink_trace,
+                delivery: self.downlink_delivery,
+            },
         }
     }
+}
+
+/// One direction of an mm-link ([`LinkShell::direction`]).
+#[derive(Debug, Clone, Copy)]
+pub struct LinkSide<'a> {
+    /// Its parsed trace.
+    pub trace: &'a Trace,
+    /// Its queue.
+    pub queue: QueueSpec,
+    /// Its log file, if any.
+    pub log: Option<&'a Path>,
+    /// Its trace file.
+    pub trace_path: &'a Path,
+    /// Its opportunity schedule.
+    pub delivery: Delivery,
 }
 
 impl Shell {
@@ -144,6 +208,18 @@ impl Shell {
                 dir(direction)
             ),
             Shell::Link(_) => "[link] ".into(),
+            Shell::Policer {
+                direction,
+                rate_mbps,
+                burst_bytes,
+            } => format!(
+                "[policer {}={rate_mbps}Mbps/{burst_bytes}B] ",
+                dir(direction)
+            ),
+            Shell::Aggregate {
+                direction,
+                interval_ms,
+            } => format!("[aggregate {}={interval_ms}ms] ", dir(direction)),
         }
     }
 }
@@ -172,15 +248,45 @@ fn syntax(m: String) -> MmError {
     MmError::Syntax(m)
 }
 
-/// mm-link's options that take a value (`--name=V` or `--name V`).
-const LINK_VALUE_OPTIONS: [&str; 6] = [
+/// mm-link's options that take a value (`--name=V` or `--name V`); the last three are ours.
+const LINK_VALUE_OPTIONS: [&str; 9] = [
     "--uplink-queue",
     "--downlink-queue",
     "--uplink-queue-args",
     "--downlink-queue-args",
     "--uplink-log",
     "--downlink-log",
+    "--uplink-delivery",
+    "--downlink-delivery",
+    "--log-format",
 ];
+
+/// The shells [`parse_chain`] knows, for error messages.
+pub const SHELL_NAMES: &str =
+    "mm-delay, mm-loss, mm-onoff, mm-intermittent, mm-link, pt-policer, pt-aggregate";
+
+fn parse_delivery(name: &str, value: &str) -> Result<Delivery, MmError> {
+    match value {
+        "trace" => Ok(Delivery::Trace),
+        "poisson" => Ok(Delivery::Poisson),
+        other => Err(syntax(format!(
+            "mm-link {name}: `{other}` is not `trace` or `poisson`"
+        ))),
+    }
+}
+
+/// A positive finite number, or an error naming the shell and the argument.
+fn parse_positive(shell: &str, what: &str, word: Option<&String>) -> Result<f64, MmError> {
+    let w = word.map(String::as_str).unwrap_or("");
+    w.parse::<f64>()
+        .ok()
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .ok_or_else(|| {
+            syntax(format!(
+                "{shell}: {what} must be a positive number, got `{w}`"
+            ))
+        })
+}
 
 fn parse_direction(shell: &str, word: Option<&String>) -> Result<LinkDirection, MmError> {
     match word.map(String::as_str) {
@@ -242,6 +348,19 @@ fn parse_link_options(
             "--uplink-log" => link.uplink_log = Some(PathBuf::from(value())),
             "--downlink-log" => link.downlink_log = Some(PathBuf::from(value())),
             "--once" => link.once = true,
+            "--uplink-delivery" => link.uplink_delivery = parse_delivery(name, &value())?,
+            "--downlink-delivery" => link.downlink_delivery = parse_delivery(name, &value())?,
+            "--log-format" => {
+                link.log_format = match value().as_str() {
+                    "mahimahi" | "text" => LogFormat::Mahimahi,
+                    "binary" => LogFormat::Binary,
+                    other => {
+                        return Err(syntax(format!(
+                            "mm-link --log-format: `{other}` is not `mahimahi` or `binary`"
+                        )))
+                    }
+                }
+            }
             other if other.starts_with("--meter") => {
                 return Err(syntax(format!(
                     "mm-link option `{other}` opens a live X11 window and is not supported; use \
@@ -252,7 +371,8 @@ fn parse_link_options(
                 return Err(syntax(format!(
                     "mm-link option `{other}` is not known (options: --uplink-queue, \
                      --downlink-queue, --uplink-queue-args, --downlink-queue-args, --uplink-log, \
-                     --downlink-log, --once)"
+                     --downlink-log, --once; ours: --uplink-delivery, --downlink-delivery, \
+                     --log-format)"
                 )))
             }
         }
@@ -272,8 +392,9 @@ fn parse_link_options(
 /// (a `--` there is skipped), and the rest is the command. Trace files are read here.
 ///
 /// Shells: `mm-delay DELAY_MS`, `mm-loss uplink|downlink RATE`, `mm-onoff` and
-/// `mm-intermittent uplink|downlink MEAN_ON_S MEAN_OFF_S`, `mm-link UP DOWN [options]`.
-/// Errors name the offending word or file.
+/// `mm-intermittent uplink|downlink MEAN_ON_S MEAN_OFF_S`, `mm-link UP DOWN [options]`, and
+/// ours: `pt-policer uplink|downlink RATE_MBPS BURST_BYTES`, `pt-aggregate uplink|downlink
+/// INTERVAL_MS`. Errors name the offending word or file.
 pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
     let mut shells = Vec::new();
     let mut i = 0;
@@ -337,12 +458,40 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
                     once: false,
                     uplink_log: None,
                     downlink_log: None,
+                    uplink_delivery: Delivery::Trace,
+                    downlink_delivery: Delivery::Trace,
+                    log_format: LogFormat::Mahimahi,
                     argv: Vec::new(),
                     enclosing_prefix: prefix.clone(),
                 };
                 i = parse_link_options(words, i + 3, &mut link)?;
                 link.argv = words[start..].to_vec();
                 Shell::Link(Box::new(link))
+            }
+            "pt-policer" => {
+                let direction = parse_direction("pt-policer", arg(1))?;
+                let rate_mbps = parse_positive("pt-policer", "RATE_MBPS", arg(2))?;
+                let b = arg(3).map(String::as_str).unwrap_or("");
+                let burst_bytes = b.parse::<u64>().ok().filter(|b| *b > 0).ok_or_else(|| {
+                    syntax(format!(
+                        "pt-policer: BURST_BYTES must be a positive integer, got `{b}`"
+                    ))
+                })?;
+                i += 4;
+                Shell::Policer {
+                    direction,
+                    rate_mbps,
+                    burst_bytes,
+                }
+            }
+            "pt-aggregate" => {
+                let direction = parse_direction("pt-aggregate", arg(1))?;
+                let interval_ms = parse_positive("pt-aggregate", "INTERVAL_MS", arg(2))?;
+                i += 3;
+                Shell::Aggregate {
+                    direction,
+                    interval_ms,
+                }
             }
             _ => break,
         };
@@ -367,8 +516,7 @@ pub fn parse_shells(text: &str) -> Result<Vec<Shell>, MmError> {
     match chain.command.first() {
         None => Ok(chain.shells),
         Some(other) => Err(syntax(format!(
-            "unknown Mahimahi shell `{other}` (supported: mm-delay, mm-loss, mm-onoff, \
-             mm-intermittent, mm-link)"
+            "unknown Mahimahi shell `{other}` (supported: {SHELL_NAMES})"
         ))),
     }
 }
@@ -471,10 +619,28 @@ impl EmulatedPath {
                     seed,
                 ))),
                 Shell::Switch { .. } => {}
+                Shell::Policer {
+                    direction: d,
+                    rate_mbps,
+                    burst_bytes,
+                } if *d == direction => stages.push(AnyStage::Policer(PolicerStage::new(
+                    *rate_mbps,
+                    *burst_bytes,
+                ))),
+                Shell::Aggregate {
+                    direction: d,
+                    interval_ms,
+                } if *d == direction => stages.push(AnyStage::Aggregate(AggregateStage::new(
+                    (interval_ms * MS as f64).round() as u64,
+                ))),
+                Shell::Policer { .. } | Shell::Aggregate { .. } => {}
                 Shell::Link(l) => {
-                    let (trace, queue, log, _) = l.direction(direction);
-                    let mut stage = LinkStage::new(trace, queue, seed).once(l.once);
-                    if log.is_some() {
+                    let side = l.direction(direction);
+                    let mut stage = LinkStage::new(side.trace, side.queue, seed).once(l.once);
+                    if side.delivery == Delivery::Poisson {
+                        stage = stage.poisson(seed);
+                    }
+                    if side.log.is_some() {
                         stage = stage.logged();
                         links.push((stages.len(), &**l));
                     }
@@ -623,5 +789,65 @@ mod tests {
         let (_, links) = logged.pipeline(LinkDirection::Downlink, 1);
         assert_eq!(links[0].0, 1);
         assert!(links[0].1.argv.contains(&"--downlink-log=d.log".to_owned()));
+    }
+
+    #[test]
+    fn parses_our_shells_and_link_options() {
+        let d = TraceDir::new("ours");
+        let t = d.trace();
+        let w = words(&format!(
+            "mm-delay 10 pt-policer uplink 12 15000 pt-aggregate downlink 2.5 mm-link {t} {t} \
+             --uplink-delivery=poisson --log-format binary -- cmd"
+        ));
+        let chain = parse_chain(&w).unwrap();
+        assert_eq!(chain.command, ["cmd"]);
+        assert!(matches!(
+            chain.shells[1],
+            Shell::Policer {
+                direction: LinkDirection::Uplink,
+                burst_bytes: 15000,
+                ..
+            }
+        ));
+        let prefix: String = chain.shells.iter().map(Shell::prefix).collect();
+        assert_eq!(
+            prefix,
+            "[delay 10 ms] [policer up=12Mbps/15000B] [aggregate down=2.5ms] [link] "
+        );
+        let Shell::Link(l) = &chain.shells[3] else {
+            panic!("fourth shell is mm-link")
+        };
+        assert_eq!(l.uplink_delivery, Delivery::Poisson);
+        assert_eq!(l.downlink_delivery, Delivery::Trace);
+        assert_eq!(l.log_format, LogFormat::Binary);
+        // Each stage sits in its direction only: uplink = link, policer, delay; downlink =
+        // delay, aggregate, link.
+        let path = EmulatedPath::from_chain(chain.shells.clone(), &w);
+        let (mut up, _) = path.pipeline(LinkDirection::Uplink, 1);
+        assert!(matches!(up.stage_mut(1), Some(AnyStage::Policer(_))));
+        assert!(up.stage_mut(3).is_none());
+        let (mut down, _) = path.pipeline(LinkDirection::Downlink, 1);
+        assert!(matches!(down.stage_mut(1), Some(AnyStage::Aggregate(_))));
+        // Downlink timing: in at 0.5 ms, 10 ms delay (10.5), released at the next 2.5 ms
+        // multiple (12.5), then the trace's first opportunity after that (7 8 9 10 12 | 13).
+        down.push(MS / 2, vec![0; 1500]);
+        down.advance(20 * MS);
+        assert_eq!(down.pop().map(|p| p.0), Some(13 * MS));
+        for bad in [
+            "pt-policer uplink 0 1500",
+            "pt-policer up 12 1500",
+            "pt-policer uplink 12 -3",
+            "pt-aggregate downlink 0",
+            "pt-aggregate downlink x",
+        ] {
+            let e = parse_shells(bad).unwrap_err().to_string();
+            assert!(e.starts_with(bad.split(' ').next().unwrap()), "{bad}: {e}");
+        }
+        for bad in ["--uplink-delivery=uniform", "--log-format=json"] {
+            let e = parse_chain(&words(&format!("mm-link {t} {t} {bad}")))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(bad.split('=').nth(1).unwrap()), "{e}");
+        }
     }
 }

@@ -224,9 +224,9 @@ impl Emulator {
 
         let stop = Arc::new(AtomicBool::new(false));
         let epoch = Instant::now();
-        let init_epoch_ms = SystemTime::now()
+        let init_epoch_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+            .map_or(0, |d| d.as_nanos() as u64);
         let uplink = Arc::new(DirectionStats::default());
         let downlink = Arc::new(DirectionStats::default());
         let errors = Arc::new(Mutex::new(Vec::new()));
@@ -238,9 +238,11 @@ impl Emulator {
             let (pipeline, links) = path.pipeline(direction, seed);
             let mut logs = Vec::new();
             for (stage, link) in links {
-                let (_, _, file, _) = link.direction(direction);
-                let file = file.expect("logged links have a log file");
-                let w = LinkLogWriter::create(file, link, direction, init_epoch_ms)
+                let file = link
+                    .direction(direction)
+                    .log
+                    .expect("logged links have a log file");
+                let w = LinkLogWriter::create(file, link, direction, init_epoch_ns)
                     .map_err(io("create mm-link log"))?;
                 logs.push((stage, Some(w)));
             }

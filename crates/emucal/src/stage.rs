@@ -3,7 +3,11 @@
 //!
 //! - [`LinkStage`]: `mm-link`'s trace-driven bottleneck with its queue;
 //! - [`DelayStage`]: `mm-delay`'s fixed one-way delay;
-//! - [`LossStage`]: `mm-loss`'s i.i.d. Bernoulli loss.
+//! - [`LossStage`]: `mm-loss`'s i.i.d. Bernoulli loss;
+//! - [`SwitchStage`]: `mm-onoff`/`mm-intermittent`;
+//! - beyond Mahimahi: [`PolicerStage`] (a token-bucket policer) and [`AggregateStage`]
+//!   (packets released in bursts, e.g. ACK aggregation); [`LinkStage::poisson`] replaces the
+//!   trace's schedule by memoryless opportunities at the trace's mean rate.
 //!
 //! Every stage receives packets with the (virtual) time at which they reach it, in
 //! non-decreasing order, and hands packets on with the time at which they leave it, so a chain
@@ -84,6 +88,25 @@ pub struct LinkStage {
     finished: bool,
     /// Events not yet taken, when logging.
     log: Option<Vec<LinkEvent>>,
+    /// Poisson delivery instead of the trace's schedule.
+    poisson: Option<PoissonSchedule>,
+}
+
+/// Opportunities of a Poisson process: exponential gaps with the trace's mean gap.
+#[derive(Debug)]
+struct PoissonSchedule {
+    rng: SmallRng,
+    mean_gap_ns: f64,
+    /// Time of the next opportunity, ns.
+    next: u64,
+}
+
+impl PoissonSchedule {
+    fn gap(&mut self) -> u64 {
+        // Exponential by inversion; 1 − u ∈ (0, 1].
+        let u: f64 = self.rng.random();
+        (-self.mean_gap_ns * (1.0 - u).ln()).round() as u64
+    }
 }
 
 impl LinkStage {
@@ -100,7 +123,25 @@ impl LinkStage {
             once: false,
             finished: false,
             log: None,
+            poisson: None,
         }
+    }
+
+    /// Poisson delivery (beyond Mahimahi): opportunities form a Poisson process whose rate is
+    /// the trace's mean (opportunities per period), so gaps are exponential with mean
+    /// period ÷ opportunities, at ns resolution — the memoryless link of the paper's
+    /// calibrated cellular emulators, without a trace's repetition. `--once` ends after as many
+    /// opportunities as one pass of the trace has. `seed` seeds the gaps.
+    pub fn poisson(mut self, seed: u64) -> LinkStage {
+        let mean_gap_ns = (self.period_ms * MS) as f64 / self.trace.len() as f64;
+        let mut schedule = PoissonSchedule {
+            rng: SmallRng::seed_from_u64(seed ^ 0x5EED_0F_D311_7E57),
+            mean_gap_ns,
+            next: 0,
+        };
+        schedule.next = schedule.gap();
+        self.poisson = Some(schedule);
+        self
     }
 
     /// `--once`: one pass over the trace, no wrap.
@@ -134,10 +175,16 @@ impl LinkStage {
     }
 
     fn next_opportunity(&self) -> Option<u64> {
-        (!self.finished).then(|| (self.period_base_ms + self.trace[self.index]) * MS)
+        (!self.finished).then(|| match &self.poisson {
+            Some(p) => p.next,
+            None => (self.period_base_ms + self.trace[self.index]) * MS,
+        })
     }
 
     fn step_opportunity(&mut self) {
+        if let Some(p) = &mut self.poisson {
+            p.next += p.gap();
+        }
         self.index += 1;
         if self.index == self.trace.len() {
             if self.once {
@@ -389,6 +436,89 @@ impl SwitchStage {
     }
 }
 
+/// A token-bucket policer (beyond Mahimahi): tokens accrue at `rate` up to `burst` bytes; a
+/// packet passes at once if the bucket holds its IP length in tokens (which it then uses), and
+/// is dropped otherwise. No queue, so no added delay: the behaviour of the policers that
+/// Flach et al. found on many paths, which Pantheon approximated with a 1-packet DropTail queue.
+/// The bucket starts full.
+#[derive(Debug)]
+pub struct PolicerStage {
+    /// Bytes per ns.
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: u64,
+    out: VecDeque<(u64, Packet)>,
+    dropped: u64,
+}
+
+impl PolicerStage {
+    /// A policer of `rate_mbps` Mbit/s (> 0) with a bucket of `burst_bytes` bytes (≥ one
+    /// packet, or every packet is dropped).
+    pub fn new(rate_mbps: f64, burst_bytes: u64) -> PolicerStage {
+        PolicerStage {
+            rate: rate_mbps * 1e6 / 8.0 / 1e9,
+            burst: burst_bytes as f64,
+            tokens: burst_bytes as f64,
+            last: 0,
+            out: VecDeque::new(),
+            dropped: 0,
+        }
+    }
+
+    /// Passes the packet on at `t` if the bucket has its length in tokens, else drops it.
+    pub fn push(&mut self, t: u64, pkt: Packet) {
+        self.tokens =
+            (self.tokens + t.saturating_sub(self.last) as f64 * self.rate).min(self.burst);
+        self.last = t;
+        let len = pkt.len() as f64;
+        if self.tokens >= len {
+            self.tokens -= len;
+            self.out.push_back((t, pkt));
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    /// Takes the next packet that got through.
+    pub fn pop_due(&mut self, _now: u64) -> Option<(u64, Packet)> {
+        self.out.pop_front()
+    }
+}
+
+/// Burst release (beyond Mahimahi), e.g. ACK aggregation as on Wi-Fi and cellular links:
+/// packets are held until the next multiple of `interval` since the emulator's start and then
+/// leave together, in order. A packet arriving exactly on a multiple leaves at once.
+#[derive(Debug)]
+pub struct AggregateStage {
+    interval: u64,
+    fifo: VecDeque<(u64, Packet)>,
+}
+
+impl AggregateStage {
+    /// Releases every `interval_ns` nanoseconds (> 0).
+    pub fn new(interval_ns: u64) -> AggregateStage {
+        AggregateStage {
+            interval: interval_ns.max(1),
+            fifo: VecDeque::new(),
+        }
+    }
+
+    /// Holds the packet until the next release time at or after `t`.
+    pub fn push(&mut self, t: u64, pkt: Packet) {
+        self.fifo
+            .push_back((t.div_ceil(self.interval) * self.interval, pkt));
+    }
+
+    /// Takes the head packet if its release time is ≤ `now`.
+    pub fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
+        match self.fifo.front() {
+            Some((t, _)) if *t <= now => self.fifo.pop_front(),
+            _ => None,
+        }
+    }
+}
+
 /// One of the stages, so a pipeline is a plain `Vec` (no dynamic dispatch on the hot path).
 #[derive(Debug)]
 pub enum AnyStage {
@@ -400,6 +530,10 @@ pub enum AnyStage {
     Loss(LossStage),
     /// mm-onoff / mm-intermittent.
     Switch(SwitchStage),
+    /// pt-policer.
+    Policer(PolicerStage),
+    /// pt-aggregate.
+    Aggregate(AggregateStage),
 }
 
 impl AnyStage {
@@ -409,6 +543,8 @@ impl AnyStage {
             AnyStage::Delay(s) => s.push(t, pkt),
             AnyStage::Loss(s) => s.push(t, pkt),
             AnyStage::Switch(s) => s.push(t, pkt),
+            AnyStage::Policer(s) => s.push(t, pkt),
+            AnyStage::Aggregate(s) => s.push(t, pkt),
         }
     }
     fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
@@ -417,32 +553,37 @@ impl AnyStage {
             AnyStage::Delay(s) => s.pop_due(now),
             AnyStage::Loss(s) => s.pop_due(now),
             AnyStage::Switch(s) => s.pop_due(now),
+            AnyStage::Policer(s) => s.pop_due(now),
+            AnyStage::Aggregate(s) => s.pop_due(now),
         }
     }
     fn next_wakeup(&self) -> Option<u64> {
         match self {
             AnyStage::Link(s) => s.next_wakeup(),
-            AnyStage::Delay(s) => s.next_wakeup(),
-            AnyStage::Loss(LossStage { out, .. }) | AnyStage::Switch(SwitchStage { out, .. }) => {
-                (!out.is_empty()).then_some(0)
-            }
+            AnyStage::Delay(DelayStage { fifo, .. })
+            | AnyStage::Aggregate(AggregateStage { fifo, .. }) => fifo.front().map(|(t, _)| *t),
+            AnyStage::Loss(LossStage { out, .. })
+            | AnyStage::Switch(SwitchStage { out, .. })
+            | AnyStage::Policer(PolicerStage { out, .. }) => (!out.is_empty()).then_some(0),
         }
     }
     fn held(&self) -> usize {
         match self {
             AnyStage::Link(s) => s.held(),
-            AnyStage::Delay(s) => s.fifo.len(),
-            AnyStage::Loss(LossStage { out, .. }) | AnyStage::Switch(SwitchStage { out, .. }) => {
-                out.len()
-            }
+            AnyStage::Delay(DelayStage { fifo, .. })
+            | AnyStage::Aggregate(AggregateStage { fifo, .. }) => fifo.len(),
+            AnyStage::Loss(LossStage { out, .. })
+            | AnyStage::Switch(SwitchStage { out, .. })
+            | AnyStage::Policer(PolicerStage { out, .. }) => out.len(),
         }
     }
     fn dropped(&self) -> u64 {
         match self {
             AnyStage::Link(s) => s.dropped(),
-            AnyStage::Delay(_) => 0,
+            AnyStage::Delay(_) | AnyStage::Aggregate(_) => 0,
             AnyStage::Loss(s) => s.dropped,
             AnyStage::Switch(s) => s.dropped,
+            AnyStage::Policer(s) => s.dropped,
         }
     }
 }
@@ -786,5 +927,96 @@ mod tests {
         }
         assert_eq!(exact.pop().unwrap().0, 28 * MS + 700_000);
         assert_eq!(ms.pop().unwrap().0, 28 * MS);
+    }
+
+    #[test]
+    fn poisson_delivery_keeps_the_mean_rate_with_exponential_gaps() {
+        // 12 Mbit/s trace: one opportunity per ms on average.
+        let trace = Trace::constant_rate(12.0).unwrap();
+        let mut l = LinkStage::new(&trace, QueueSpec::Infinite, 0)
+            .poisson(7)
+            .logged();
+        l.advance(100_000 * MS);
+        let mut events = Vec::new();
+        l.take_events(&mut events);
+        let times: Vec<u64> = events
+            .iter()
+            .map(|e| match e {
+                LinkEvent::Opportunity { t } => *t,
+                other => panic!("only opportunities expected, got {other:?}"),
+            })
+            .collect();
+        let n = times.len() as f64;
+        assert!(
+            (n - 100_000.0).abs() < 1_500.0,
+            "{n} opportunities in 100 s"
+        );
+        let gaps: Vec<f64> = times.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
+        // Exponential: standard deviation = mean; a constant trace has 0.
+        assert!((sd / mean - 1.0).abs() < 0.05, "sd/mean = {}", sd / mean);
+        // Not on whole ms, and a different seed gives a different schedule.
+        assert!(times.iter().any(|t| t % MS != 0));
+        let mut other = LinkStage::new(&trace, QueueSpec::Infinite, 0)
+            .poisson(8)
+            .logged();
+        other.advance(10 * MS);
+        let mut e2 = Vec::new();
+        other.take_events(&mut e2);
+        assert_ne!(e2.first(), events.first());
+        // Packets still wait for an opportunity after their arrival.
+        let mut p = Pipeline::new(vec![AnyStage::Link(
+            LinkStage::new(&trace, QueueSpec::Infinite, 0).poisson(7),
+        )]);
+        let out = drive(&mut p, &[(0, 1500), (0, 1500), (0, 1500)], 100 * MS);
+        assert_eq!(out.len(), 3);
+        assert_eq!(
+            out.iter().map(|o| o.0).collect::<Vec<_>>(),
+            times[..3].to_vec()
+        );
+    }
+
+    #[test]
+    fn policer_passes_the_burst_then_the_rate_and_never_delays() {
+        // 12 Mbit/s = 1500 bytes per ms; bucket of 3000 bytes.
+        let mut p = Pipeline::new(vec![AnyStage::Policer(PolicerStage::new(12.0, 3000))]);
+        // Four back-to-back packets at 0: two pass (the full bucket), two are dropped.
+        let arrivals = [
+            (0, 1500),
+            (0, 1500),
+            (0, 1500),
+            (0, 1500),
+            // 1 ms later one packet's worth of tokens is back; half a ms later not yet two.
+            (MS, 1500),
+            (MS + MS / 2, 1500),
+            (3 * MS + MS / 2, 1500),
+        ];
+        let out = drive(&mut p, &arrivals, 10 * MS);
+        assert_eq!(
+            out.iter().map(|o| o.0).collect::<Vec<_>>(),
+            [0, 0, MS, 3 * MS + MS / 2]
+        );
+        assert_eq!(p.dropped(), 3);
+        // A steady 24 Mbit/s stream is cut to the 12 Mbit/s rate (plus the bucket).
+        let mut p = Pipeline::new(vec![AnyStage::Policer(PolicerStage::new(12.0, 3000))]);
+        let stream: Vec<(u64, usize)> = (0..2000).map(|i| (i * MS / 2, 1500)).collect();
+        let passed = drive(&mut p, &stream, 2000 * MS).len();
+        assert!((1000..=1003).contains(&passed), "{passed} of 2000 passed");
+    }
+
+    #[test]
+    fn aggregate_releases_in_bursts_at_interval_multiples() {
+        let mut p = Pipeline::new(vec![AnyStage::Aggregate(AggregateStage::new(10 * MS))]);
+        let out = drive(
+            &mut p,
+            &[(MS, 40), (9 * MS, 40), (10 * MS, 40), (10 * MS + 1, 40)],
+            50 * MS,
+        );
+        assert_eq!(
+            out.iter().map(|o| o.0 / MS).collect::<Vec<_>>(),
+            [10, 10, 10, 20]
+        );
+        assert_eq!(p.held(), 0);
     }
 }

@@ -34,7 +34,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
-use emucal::mm::{parse_chain, EmulatedPath};
+use emucal::mm::{parse_chain, EmulatedPath, SHELL_NAMES};
 use emucal::runtime::{Devices, Emulator};
 use netns::NetNs;
 
@@ -110,8 +110,7 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
     let chain = parse_chain(words)?;
     if chain.shells.is_empty() {
         return Err(anyhow!(
-            "no Mahimahi shell before `{}` (shells: mm-delay, mm-loss, mm-onoff, \
-             mm-intermittent, mm-link)",
+            "no Mahimahi shell before `{}` (shells: {SHELL_NAMES})",
             words.first().map_or("", String::as_str)
         ));
     }
