@@ -52,7 +52,11 @@ fn run(name: &str, runtime: &str, args: &[&str]) -> Experiment {
     let before = iperf3_pids();
     let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
         .args(["run", "local", "--runtime", runtime, "--seed", "42"])
-        .args(["--uplink-trace", TRACE, "--downlink-trace", TRACE])
+        .args(if args.contains(&"--emulator") {
+            &[][..]
+        } else {
+            &["--uplink-trace", TRACE, "--downlink-trace", TRACE][..]
+        })
         .arg("--data-dir")
         .arg(&dir)
         .args(args)
@@ -177,6 +181,53 @@ fn cubic_with_iid_loss_both_ways() {
         "loss rate {loss}\n{}",
         exp.output
     );
+}
+
+#[test]
+fn named_calibrated_emulator_with_poisson_delivery() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The paper's Nepal emulator: 0.57 Mbit/s Poisson, mm-delay 28, 4.77 % uplink loss.
+    let exp = run(
+        "preset",
+        "10",
+        &["--schemes", "cubic", "--emulator", "nepal-aws-india"],
+    );
+    let meta = read_json(&exp.dir.join("pantheon_metadata.json"));
+    assert_eq!(meta["emulator_preset"], "nepal-aws-india");
+    assert!(
+        meta["emulator_command"]
+            .as_str()
+            .unwrap()
+            .starts_with("mm-delay 28 mm-loss uplink 0.0477 mm-link "),
+        "{meta}"
+    );
+    let t = total(&exp, "cubic");
+    let (tput, min_delay) = (
+        t["tput"].as_f64().unwrap(),
+        t["min_delay"].as_f64().unwrap(),
+    );
+    assert!(
+        tput <= 0.6,
+        "throughput {tput} Mbit/s above the 0.57 Mbit/s link\n{}",
+        exp.output
+    );
+    assert!(
+        min_delay >= 28.0,
+        "one-way delay {min_delay} ms below mm-delay 28"
+    );
+    // Opportunities in the data link's log: 0.57/12 per ms on average, with exponential gaps
+    // (a constant 0.57 Mbit/s trace spaces them 21–22 ms apart, standard deviation < 1 ms).
+    let log = std::fs::read_to_string(exp.dir.join("cubic_mm_datalink_run1.log")).unwrap();
+    let times: Vec<f64> = log
+        .lines()
+        .filter(|l| l.ends_with(" # 1504"))
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
+    assert!((16.0..=27.0).contains(&mean), "mean gap {mean} ms");
+    assert!(sd / mean > 0.6, "gaps' sd/mean {}: not Poisson", sd / mean);
 }
 
 #[test]

@@ -230,3 +230,224 @@ fn bad_chains_are_refused_with_the_reason_and_leave_nothing() {
     assert!(pshell_namespaces().is_empty());
     assert!(sb.devices().is_empty());
 }
+
+/// Starts `iperf3 -s -1 -p PORT` in the sandbox namespace (outside the emulated path).
+fn iperf3_server(sb: &Sandbox, port: &str) -> std::process::Child {
+    let server = Command::new("ip")
+        .args(["netns", "exec", &sb.ns, "iperf3", "-s", "-1", "-p", port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    server
+}
+
+#[test]
+fn token_bucket_policer_cuts_udp_to_its_rate_and_the_binary_log_reads_back() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sb = Sandbox::new("policer");
+    // 48 Mbit/s link; the policer inside it passes 12 Mbit/s of a 30 Mbit/s UDP stream.
+    let trace = sb.file("48mbps.trace", "1\n1\n1\n1\n");
+    let bin = sb.dir.join("up.bin").display().to_string();
+    let mut server = iperf3_server(&sb, "5302");
+    let out = sb.shell(&[
+        "mm-delay",
+        "5",
+        "mm-link",
+        &trace,
+        &trace,
+        "--log-format=binary",
+        &format!("--uplink-log={bin}"),
+        "pt-policer",
+        "uplink",
+        "12",
+        "15000",
+        "--",
+        "iperf3",
+        "-c",
+        "$MAHIMAHI_BASE",
+        "-p",
+        "5302",
+        "-u",
+        "-b",
+        "30M",
+        "-t",
+        "3",
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The binary log converts to Mahimahi's text; departures give the policed rate.
+    let conv = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args(["link-log", &bin])
+        .output()
+        .unwrap();
+    assert!(conv.status.success(), "{}", text(&conv.stderr));
+    let log = text(&conv.stdout);
+    assert!(
+        log.starts_with(&format!("# mahimahi mm-link (Uplink) [{trace}] > {bin}\n")),
+        "{}",
+        &log[..200.min(log.len())]
+    );
+    let departures: Vec<(u64, u64)> = log
+        .lines()
+        .filter(|l| l.split(' ').nth(1) == Some("-"))
+        .map(|l| {
+            let f: Vec<u64> = l.split(' ').filter_map(|x| x.parse().ok()).collect();
+            (f[0], f[1])
+        })
+        .filter(|&(_, bytes)| bytes > 1000) // the UDP stream, not iperf3's control packets
+        .collect();
+    assert!(departures.len() > 1000, "{} departures", departures.len());
+    let span_ms = departures.last().unwrap().0 - departures[0].0;
+    let bits: u64 = departures.iter().map(|d| d.1 * 8).sum();
+    let mbps = bits as f64 / span_ms as f64 / 1000.0;
+    // 12 Mbit/s of IP bytes (+4 bytes a packet in the log), plus the 15 kB bucket at the start.
+    assert!(
+        (11.0..=12.8).contains(&mbps),
+        "{mbps} Mbit/s through the policer"
+    );
+    assert!(pshell_namespaces().is_empty());
+}
+
+#[test]
+fn a_named_emulator_runs_and_ack_aggregation_spreads_the_rtt() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sb = Sandbox::new("preset");
+    // ack-aggregation-20ms: mm-delay 20, replies released every 20 ms, 50 Mbit/s link.
+    let out = sb.shell(&[
+        "--emulator",
+        "ack-aggregation-20ms",
+        "--",
+        "ping",
+        "-n",
+        "-c",
+        "10",
+        "-i",
+        "0.13",
+        "$MAHIMAHI_BASE",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let rtts: Vec<f64> = stdout
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert_eq!(rtts.len(), 10, "{stdout}");
+    // 40 ms of delay plus a wait of up to 20 ms for the next release.
+    for r in &rtts {
+        assert!((40.0..63.0).contains(r), "RTT {r} ms: {stdout}");
+    }
+    let spread = rtts.iter().cloned().fold(f64::MIN, f64::max)
+        - rtts.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(spread >= 5.0, "RTTs {rtts:?}: no aggregation?");
+    // A wrong name lists the library.
+    let out = sb.shell(&["--emulator", "nepal", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("nepal-aws-india"));
+    assert!(pshell_namespaces().is_empty());
+    assert!(sb.devices().is_empty());
+}
+
+#[test]
+fn mahimahi_backend_runs_the_same_chain_with_mahimahis_binaries() {
+    // Mahimahi is not packaged here, so stand-ins on PATH play its binaries: each records its
+    // argv, consumes its arguments as the real one does and runs the rest as its command.
+    let dir = std::env::temp_dir().join(format!("pst-{}-fake-mm", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let argv_log = dir.join("argv.log");
+    let script = |name: &str, consume: &str| {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"{name} $*\" >> \"$ARGV_LOG\"\n{consume}\n\
+                 export MAHIMAHI_BASE=${{MAHIMAHI_BASE:-100.64.0.9}}\nexec \"$@\"\n"
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    script("mm-delay", "shift");
+    script(
+        "mm-link",
+        "shift 2\nwhile [ $# -gt 0 ]; do case $1 in --) shift; break;; --*) shift;; *) break;; \
+         esac; done",
+    );
+    let trace = dir.join("12mbps.trace");
+    std::fs::write(&trace, "1\n").unwrap();
+    let t = trace.display().to_string();
+    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap());
+    let shell = |args: &[&str], path: &str| {
+        Command::new(env!("CARGO_BIN_EXE_pantheon"))
+            .args(["shell", "--emulator-backend", "mahimahi"])
+            .args(args)
+            .env("PATH", path)
+            .env("ARGV_LOG", &argv_log)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = shell(
+        &[
+            "mm-delay",
+            "7",
+            "mm-link",
+            &t,
+            &t,
+            "--uplink-queue=droptail",
+            "--uplink-queue-args=packets=5",
+            "--",
+            "sh",
+            "-c",
+            "echo base=$1; exit 4",
+            "sh",
+            "$MAHIMAHI_BASE",
+        ],
+        &path,
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "base=100.64.0.9\n");
+    let calls = std::fs::read_to_string(&argv_log).unwrap();
+    let link = format!("mm-link {t} {t} --uplink-queue=droptail --uplink-queue-args=packets=5 --");
+    let mut lines = calls.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with(&format!("mm-delay 7 {link} sh -c exec 'sh' '-c'")),
+        "{calls}"
+    );
+    assert!(lines.next().unwrap().starts_with(&link), "{calls}");
+    // A shell whose binary is missing, and our own shells, are refused with the reason.
+    std::fs::remove_file(dir.join("mm-link")).unwrap();
+    let out = shell(&["mm-delay", "7", "mm-link", &t, &t, "--", "true"], &path);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("`mm-link` is not on PATH"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = shell(
+        &[
+            "mm-delay",
+            "7",
+            "pt-aggregate",
+            "downlink",
+            "5",
+            "--",
+            "true",
+        ],
+        &path,
+    );
+    assert!(
+        text(&out.stderr).contains("pt-aggregate"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -16,6 +16,7 @@
 //! - [`linklog`]: mm-link's `--uplink-log` text format.
 //! - [`mm`]: chains of Mahimahi shells (`mm-delay 28 mm-link up down -- cmd`) and Pantheon's
 //!   `--prepend-mm-cmds`/`--extra-mm-link-args` strings → [`mm::EmulatedPath`].
+//! - [`presets`]: the emulator library (Pantheon's calibrated and pathological emulators).
 //! - [`runtime`]: TUN devices + ferry threads.
 //!
 //! ```
@@ -32,6 +33,7 @@
 
 pub mod linklog;
 pub mod mm;
+pub mod presets;
 pub mod queue;
 pub mod runtime;
 pub mod stage;

@@ -191,6 +191,19 @@ pub struct LinkSide<'a> {
 }
 
 impl Shell {
+    /// The shell's program name (`mm-delay`, …, `pt-policer`).
+    pub fn program(&self) -> &'static str {
+        match self {
+            Shell::Delay { .. } => "mm-delay",
+            Shell::Loss { .. } => "mm-loss",
+            Shell::Switch { random: true, .. } => "mm-onoff",
+            Shell::Switch { random: false, .. } => "mm-intermittent",
+            Shell::Link(_) => "mm-link",
+            Shell::Policer { .. } => "pt-policer",
+            Shell::Aggregate { .. } => "pt-aggregate",
+        }
+    }
+
     /// What the shell appends to `MAHIMAHI_SHELL_PREFIX` (`[delay 28 ms] `, `[link] `).
     pub fn prefix(&self) -> String {
         let dir = |d: &LinkDirection| match d {
@@ -521,6 +534,60 @@ pub fn parse_shells(text: &str) -> Result<Vec<Shell>, MmError> {
     }
 }
 
+/// The argv that runs a parsed chain with the real Mahimahi binaries (`--emulator-backend
+/// mahimahi`): the chain's own words, then the command. Mahimahi takes each shell's command as
+/// the rest of its argv, so a `--` is kept (or added) only where mm-link needs it to end its
+/// options, and removed after the other shells (`mm-delay 28 -- cmd` would run `--`). A
+/// literal `$MAHIMAHI_BASE` in the command's words (our shell's convenience) becomes a
+/// `sh -c` that expands the variable Mahimahi sets. `chain_words` are the words that
+/// [`parse_chain`] read as the chain. Errors on our own shells and options, which Mahimahi
+/// lacks.
+pub fn mahimahi_argv(chain: &Chain, chain_words: &[String]) -> Result<Vec<String>, MmError> {
+    for shell in &chain.shells {
+        let ours = match shell {
+            Shell::Policer { .. } => Some("pt-policer"),
+            Shell::Aggregate { .. } => Some("pt-aggregate"),
+            Shell::Link(l)
+                if l.uplink_delivery != Delivery::Trace
+                    || l.downlink_delivery != Delivery::Trace =>
+            {
+                Some("--uplink-delivery/--downlink-delivery")
+            }
+            Shell::Link(l) if l.log_format != LogFormat::Mahimahi => Some("--log-format"),
+            _ => None,
+        };
+        if let Some(what) = ours {
+            return Err(syntax(format!(
+                "`{what}` is Pantheon-rs's own and Mahimahi has no equivalent; use the default \
+                 backend"
+            )));
+        }
+    }
+    let mut argv: Vec<String> = chain_words.to_vec();
+    if argv.last().is_some_and(|w| w == "--") {
+        argv.pop();
+    }
+    let innermost_is_link = matches!(chain.shells.last(), Some(Shell::Link(_)));
+    if innermost_is_link && !chain.command.is_empty() {
+        argv.push("--".into());
+    }
+    if chain.command.iter().any(|w| w.contains("$MAHIMAHI_BASE")) {
+        let quoted: Vec<String> = chain
+            .command
+            .iter()
+            .map(|w| crate::linklog::quote(w).replace("$MAHIMAHI_BASE", "'\"$MAHIMAHI_BASE\"'"))
+            .collect();
+        argv.extend([
+            "sh".into(),
+            "-c".into(),
+            format!("exec {}", quoted.join(" ")),
+        ]);
+    } else {
+        argv.extend(chain.command.iter().cloned());
+    }
+    Ok(argv)
+}
+
 impl EmulatedPath {
     /// The path of a parsed chain, its command line being the chain's words.
     pub fn from_chain(shells: Vec<Shell>, words: &[String]) -> EmulatedPath {
@@ -849,5 +916,45 @@ mod tests {
                 .to_string();
             assert!(e.contains(bad.split('=').nth(1).unwrap()), "{e}");
         }
+    }
+
+    #[test]
+    fn mahimahi_argv_keeps_the_chain_and_places_double_dashes_as_mahimahi_needs() {
+        let d = TraceDir::new("mmargv");
+        let t = d.trace();
+        let argv = |line: &str| {
+            let w = words(line);
+            let chain = parse_chain(&w).unwrap();
+            let n = w.len() - chain.command.len();
+            mahimahi_argv(&chain, &w[..n]).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            argv(&format!(
+                "mm-delay 28 mm-link {t} {t} --uplink-queue=drophead --uplink-queue-args=packets=5 iperf3 -c x"
+            ))
+            .unwrap(),
+            words(&format!(
+                "mm-delay 28 mm-link {t} {t} --uplink-queue=drophead --uplink-queue-args=packets=5 -- iperf3 -c x"
+            ))
+        );
+        assert_eq!(
+            argv("mm-delay 28 mm-loss uplink 0.1 -- ping -c 1 x").unwrap(),
+            words("mm-delay 28 mm-loss uplink 0.1 ping -c 1 x")
+        );
+        assert_eq!(argv("mm-delay 5").unwrap(), words("mm-delay 5"));
+        assert_eq!(
+            argv("mm-delay 5 -- iperf3 -c $MAHIMAHI_BASE").unwrap(),
+            vec![
+                "mm-delay".to_owned(),
+                "5".into(),
+                "sh".into(),
+                "-c".into(),
+                r#"exec 'iperf3' '-c' ''"$MAHIMAHI_BASE"''"#.into()
+            ]
+        );
+        let e = argv("mm-delay 5 pt-policer uplink 12 3000").unwrap_err();
+        assert!(e.contains("pt-policer"), "{e}");
+        let e = argv(&format!("mm-link {t} {t} --downlink-delivery=poisson")).unwrap_err();
+        assert!(e.contains("delivery"), "{e}");
     }
 }

@@ -4,7 +4,7 @@
 //! - [`LinkStage`]: `mm-link`'s trace-driven bottleneck with its queue;
 //! - [`DelayStage`]: `mm-delay`'s fixed one-way delay;
 //! - [`LossStage`]: `mm-loss`'s i.i.d. Bernoulli loss;
-//! - [`SwitchStage`]: `mm-onoff`/`mm-intermittent`;
+//! - [`SwitchStage`], for `mm-onoff` and `mm-intermittent`;
 //! - beyond Mahimahi: [`PolicerStage`] (a token-bucket policer) and [`AggregateStage`]
 //!   (packets released in bursts, e.g. ACK aggregation); [`LinkStage::poisson`] replaces the
 //!   trace's schedule by memoryless opportunities at the trace's mean rate.
@@ -89,7 +89,7 @@ pub struct LinkStage {
     /// Events not yet taken, when logging.
     log: Option<Vec<LinkEvent>>,
     /// Poisson delivery instead of the trace's schedule.
-    poisson: Option<PoissonSchedule>,
+    poisson: Option<Box<PoissonSchedule>>,
 }
 
 /// Opportunities of a Poisson process: exponential gaps with the trace's mean gap.
@@ -135,12 +135,12 @@ impl LinkStage {
     pub fn poisson(mut self, seed: u64) -> LinkStage {
         let mean_gap_ns = (self.period_ms * MS) as f64 / self.trace.len() as f64;
         let mut schedule = PoissonSchedule {
-            rng: SmallRng::seed_from_u64(seed ^ 0x5EED_0F_D311_7E57),
+            rng: SmallRng::seed_from_u64(seed ^ 0x5EED_0FD3_117E_5700),
             mean_gap_ns,
             next: 0,
         };
         schedule.next = schedule.gap();
-        self.poisson = Some(schedule);
+        self.poisson = Some(Box::new(schedule));
         self
     }
 
@@ -520,6 +520,8 @@ impl AggregateStage {
 }
 
 /// One of the stages, so a pipeline is a plain `Vec` (no dynamic dispatch on the hot path).
+// A path has a handful of stages; the link, the busy one, stays inline rather than boxed.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum AnyStage {
     /// mm-link.

@@ -122,6 +122,42 @@ impl Trace {
         Ok(Trace { opportunities_ms })
     }
 
+    /// A Poisson trace of `mbps` Mbit/s mean (> 0) lasting about `duration_ms` (> 0): the
+    /// opportunities of a Poisson process of rate `mbps`/12 per ms (1500-byte packets), each
+    /// at the whole ms it falls in, as Pantheon's `*mbps-poisson` cellular traces. The trace
+    /// repeats with period = its last opportunity, so the repeated schedule is not memoryless;
+    /// `mm-link … --uplink-delivery=poisson` is. `seed` makes it reproducible.
+    pub fn poisson(mbps: f64, duration_ms: u64, seed: u64) -> Result<Trace, String> {
+        use rand::{Rng, SeedableRng};
+        if !(mbps > 0.0 && mbps.is_finite()) {
+            return Err(format!(
+                "rate must be a positive number of Mbit/s, got {mbps}"
+            ));
+        }
+        if duration_ms == 0 {
+            return Err("duration must be at least 1 ms".into());
+        }
+        let mean_gap_ms = 12.0 / mbps;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        let mut t = 0.0f64;
+        let mut opportunities_ms = Vec::new();
+        loop {
+            // Exponential by inversion; 1 − u ∈ (0, 1].
+            t += -mean_gap_ms * (1.0 - rng.random::<f64>()).ln();
+            if t >= duration_ms as f64 {
+                break;
+            }
+            opportunities_ms.push(t as u64);
+        }
+        match opportunities_ms.last() {
+            Some(&last) if last > 0 => Ok(Trace { opportunities_ms }),
+            _ => Err(format!(
+                "{duration_ms} ms at {mbps} Mbit/s gave no opportunity after 0 ms; use a longer \
+                 duration"
+            )),
+        }
+    }
+
     /// The trace as file text, one value per line.
     pub fn to_text(&self) -> String {
         let mut s = String::with_capacity(self.opportunities_ms.len() * 4);
@@ -176,6 +212,32 @@ mod tests {
         assert!((Trace::constant_rate(24.0).unwrap().mean_mbps() - 24.0).abs() < 1e-9);
         assert!(Trace::constant_rate(0.0).is_err());
         assert!(Trace::constant_rate(-3.0).is_err());
+    }
+
+    #[test]
+    fn poisson_trace_has_the_mean_rate_and_is_seeded() {
+        let t = Trace::poisson(6.0, 600_000, 1).unwrap();
+        // 6 Mbit/s = 0.5 packet/ms → ≈ 300 000 lines in 600 s.
+        assert!((t.mean_mbps() - 6.0).abs() < 0.05, "{}", t.mean_mbps());
+        assert!(t.opportunities_ms.windows(2).all(|w| w[0] <= w[1]));
+        // Per-ms counts are Poisson: variance ≈ mean (a constant trace has variance ≈ 0.25).
+        let mut counts = vec![0f64; 600_000];
+        for &v in &t.opportunities_ms {
+            counts[v as usize] += 1.0;
+        }
+        let mean = counts.iter().sum::<f64>() / counts.len() as f64;
+        let var = counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / counts.len() as f64;
+        assert!(
+            (var / mean - 1.0).abs() < 0.02,
+            "variance/mean {}",
+            var / mean
+        );
+        assert_eq!(Trace::poisson(6.0, 1000, 1), Trace::poisson(6.0, 1000, 1));
+        assert_ne!(Trace::poisson(6.0, 1000, 1), Trace::poisson(6.0, 1000, 2));
+        assert!(Trace::poisson(0.0, 1000, 1).is_err());
+        assert!(Trace::poisson(1.0, 0, 1).is_err());
+        // Round-trips through the file form.
+        assert_eq!(Trace::parse(&t.to_text(), "p").unwrap(), t);
     }
 
     #[test]

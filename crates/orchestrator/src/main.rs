@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use emucal::trace::Trace;
 use indicatif::{ProgressBar, ProgressStyle};
 use pantheon_orchestrator::analyze;
 use pantheon_orchestrator::plan::{write_constant_trace, write_json, ExperimentPlan};
 use pantheon_orchestrator::runner::{self, RunOutcome, INTERRUPTED};
 use pantheon_orchestrator::schemes::{Registry, SystemInfo};
+use pantheon_orchestrator::shell;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -53,13 +55,18 @@ enum Top {
     /// Example: `pantheon shell mm-delay 28 mm-loss uplink 0.004 mm-link up.trace down.trace
     /// --uplink-queue=droptail --uplink-queue-args=packets=50 --uplink-log=up.log -- iperf3 -c
     /// '$MAHIMAHI_BASE'` (a quoted `$MAHIMAHI_BASE` in the command's words is replaced by the
-    /// address; the command runs without a shell, so use `sh -c '…'` for pipes). Shells: mm-delay DELAY_MS · mm-loss uplink|downlink RATE · mm-onoff and
-    /// mm-intermittent uplink|downlink MEAN_ON_S MEAN_OFF_S · mm-link UP DOWN [--uplink-queue=
+    /// address; the command runs without a shell, so use `sh -c '…'` for pipes).
+    ///
+    /// Shells: mm-delay DELAY_MS · mm-loss uplink|downlink RATE · mm-onoff and mm-intermittent
+    /// uplink|downlink MEAN_ON_S MEAN_OFF_S · mm-link UP DOWN [--uplink-queue=
     /// infinite|droptail|drophead|codel|pie --uplink-queue-args=… (and downlink) --once
-    /// --uplink-log=F --downlink-log=F]. The command gets MAHIMAHI_BASE (the address of this
-    /// side) and the shell exits with the command's status. Without a command, $SHELL runs.
+    /// --uplink-log=F --downlink-log=F]; ours: mm-link's --uplink-delivery=poisson (and
+    /// downlink) and --log-format=binary, pt-policer uplink|downlink RATE_MBPS BURST_BYTES
+    /// (token bucket), pt-aggregate uplink|downlink INTERVAL_MS (burst release, e.g. ACK
+    /// aggregation). The command gets MAHIMAHI_BASE (the address of this side) and the shell
+    /// exits with the command's status. Without a command, $SHELL runs.
     Shell {
-        /// Seed of the random generators (mm-loss, mm-onoff, PIE); recorded runs are
+        /// Seed of the random generators (mm-loss, mm-onoff, PIE, Poisson delivery); runs are
         /// reproducible with the same seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -67,9 +74,17 @@ enum Top {
         /// Mahimahi) instead of nanoseconds.
         #[arg(long)]
         ms_clock: bool,
+        /// A named emulator from the library (`pantheon emulators`) instead of a chain; the
+        /// words after the options are then the command.
+        #[arg(long, value_name = "NAME")]
+        emulator: Option<String>,
+        /// Who emulates: `ours`, or `mahimahi` to run the same chain with Mahimahi's binaries
+        /// from PATH (Mahimahi's own shells and options only).
+        #[arg(long, value_enum, default_value_t = BackendArg::Ours)]
+        emulator_backend: BackendArg,
         /// The chain of shells, then `--` and the command.
         #[arg(
-            required = true,
+            required_unless_present = "emulator",
             trailing_var_arg = true,
             allow_hyphen_values = true,
             value_name = "SHELLS… [-- COMMAND…]"
@@ -81,6 +96,30 @@ enum Top {
         #[command(subcommand)]
         action: TraceAction,
     },
+    /// The emulator library: Pantheon's six calibrated emulators and pathological ones
+    /// (policers, ACK aggregation, shallow buffers), for `--emulator NAME`.
+    Emulators {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a binary mm-link log (`--log-format=binary`) in Mahimahi's text form.
+    LinkLog {
+        /// The binary log.
+        file: PathBuf,
+        /// Output file (default: standard output).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+}
+
+/// `--emulator-backend`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BackendArg {
+    /// Pantheon-rs's emulator.
+    Ours,
+    /// Mahimahi's binaries (mm-delay, mm-link, …) from PATH.
+    Mahimahi,
 }
 
 #[derive(Subcommand)]
@@ -109,6 +148,21 @@ enum TraceAction {
         /// Rate in Mbit/s (up to 3 decimals).
         rate_mbps: f64,
         /// Output file (default: `<RATE>mbps.trace`).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Write a Poisson trace: opportunities of a Poisson process of RATE_MBPS Mbit/s mean,
+    /// each at its whole ms, as Pantheon's `*mbps-poisson` cellular traces.
+    Poisson {
+        /// Mean rate in Mbit/s.
+        rate_mbps: f64,
+        /// Length of the trace, ms (it then repeats).
+        #[arg(long, default_value_t = 60_000)]
+        duration_ms: u64,
+        /// Seed of the generator.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Output file (default: `<RATE>mbps-poisson.trace`).
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
@@ -144,6 +198,10 @@ struct LocalArgs {
     /// Results directory (created if missing).
     #[arg(long, default_value = "results")]
     data_dir: PathBuf,
+    /// A named emulator from the library (`pantheon emulators`), e.g. nepal-aws-india; sets
+    /// the traces, --prepend-mm-cmds and --extra-mm-link-args.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["uplink_trace", "downlink_trace", "prepend_mm_cmds", "extra_mm_link_args"])]
+    emulator: Option<String>,
     /// Uplink (sender → receiver) trace. Default: a 12 Mbit/s trace, as Pantheon.
     #[arg(long)]
     uplink_trace: Option<PathBuf>,
@@ -185,6 +243,17 @@ fn main() -> ExitCode {
 }
 
 fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
+    if matches!(
+        cli.command,
+        Top::Analyze { .. } | Top::Schemes { .. } | Top::Emulators { .. } | Top::LinkLog { .. }
+    ) {
+        // Commands that only print: end quietly when the reader goes (`… | head`), as Unix
+        // tools do, instead of panicking on a broken pipe.
+        // SAFETY: restoring the default disposition of a signal has no preconditions.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match cli.command {
         Top::Run {
             mode: RunMode::Local(args),
@@ -224,20 +293,75 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Top::Shell {
             seed,
             ms_clock,
+            emulator,
+            emulator_backend,
             chain,
         } => {
-            let code = pantheon_orchestrator::shell::run(
-                &chain,
-                &pantheon_orchestrator::shell::ShellOptions { seed, ms_clock },
-            )?;
+            let backend = match emulator_backend {
+                BackendArg::Ours => shell::Backend::Ours,
+                BackendArg::Mahimahi => shell::Backend::Mahimahi,
+            };
+            let opts = shell::ShellOptions {
+                seed,
+                ms_clock,
+                emulator,
+                backend,
+            };
+            let code = shell::run(&chain, &opts)?;
             Ok(ExitCode::from(code.clamp(0, 255) as u8))
         }
-        Top::Trace {
-            action: TraceAction::Constant { rate_mbps, output },
-        } => {
-            let out = output.unwrap_or_else(|| PathBuf::from(format!("{rate_mbps}mbps.trace")));
-            write_constant_trace(&out, rate_mbps)?;
+        Top::Trace { action } => {
+            let (trace, out) = match action {
+                TraceAction::Constant { rate_mbps, output } => (
+                    Trace::constant_rate(rate_mbps),
+                    output.unwrap_or_else(|| format!("{rate_mbps}mbps.trace").into()),
+                ),
+                TraceAction::Poisson {
+                    rate_mbps,
+                    duration_ms,
+                    seed,
+                    output,
+                } => (
+                    Trace::poisson(rate_mbps, duration_ms, seed),
+                    output.unwrap_or_else(|| format!("{rate_mbps}mbps-poisson.trace").into()),
+                ),
+            };
+            let trace = trace.map_err(anyhow::Error::msg)?;
+            std::fs::write(&out, trace.to_text())
+                .with_context(|| format!("write {}", out.display()))?;
             println!("{}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Top::Emulators { json } => {
+            let all = emucal::presets::presets();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&all)?);
+            } else {
+                for p in &all {
+                    println!("{}\n    {}", p.name, p.description);
+                    let chain = p.chain_words(std::path::Path::new(&p.trace_file_name()));
+                    println!("    {}", chain.join(" "));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Top::LinkLog { file, output } => {
+            let data = std::fs::read(&file).with_context(|| format!("read {}", file.display()))?;
+            let log = emucal::linklog::read_binary(&data)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let text = emucal::linklog::to_text(&log);
+            match &output {
+                Some(out) => std::fs::write(out, &text)
+                    .with_context(|| format!("write {}", out.display()))?,
+                None => {
+                    use std::io::Write;
+                    std::io::stdout().write_all(&text)?;
+                }
+            }
+            if let Some(why) = &log.stopped {
+                eprintln!("warning: {}: {why}", file.display());
+                return Ok(ExitCode::from(1));
+            }
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -270,6 +394,17 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     }
     std::fs::create_dir_all(&a.data_dir)
         .with_context(|| format!("create {}", a.data_dir.display()))?;
+    let mut a = a;
+    if let Some(name) = &a.emulator {
+        // A preset: its trace in the data directory, its shells as Pantheon's flags.
+        let preset = emucal::presets::find(name).map_err(anyhow::Error::msg)?;
+        let trace = a.data_dir.join(preset.trace_file_name());
+        write_constant_trace(&trace, preset.rate_mbps)?;
+        a.uplink_trace = Some(trace.clone());
+        a.downlink_trace = Some(trace);
+        a.prepend_mm_cmds = preset.prepend;
+        a.extra_mm_link_args = preset.link_args;
+    }
     // Pantheon's default trace (12 Mbit/s), written once if either direction needs it.
     let default_trace = if a.uplink_trace.is_some() && a.downlink_trace.is_some() {
         None
@@ -315,6 +450,9 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     let netns_prefix = format!("pt-{}", std::process::id());
     let mut metadata = plan.metadata(&path);
     metadata["netns_prefix"] = serde_json::json!(netns_prefix);
+    if let Some(name) = &a.emulator {
+        metadata["emulator_preset"] = serde_json::json!(name);
+    }
     write_json(&plan.data_dir.join("pantheon_metadata.json"), &metadata)?;
 
     ctrlc::set_handler(|| {

@@ -40,13 +40,47 @@ use netns::NetNs;
 
 use crate::runner::INTERRUPTED;
 
+/// Which program emulates the path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// Ours (`crates/emucal`).
+    #[default]
+    Ours,
+    /// The real Mahimahi binaries on PATH, run with the same chain.
+    Mahimahi,
+}
+
 /// Options of `pantheon shell` besides the chain.
 #[derive(Debug, Clone, Default)]
 pub struct ShellOptions {
-    /// Seed of the random generators (loss, on/off, PIE).
+    /// Seed of the random generators (loss, on/off, PIE, Poisson delivery).
     pub seed: u64,
     /// Mahimahi's integer-ms clock instead of ns timing.
     pub ms_clock: bool,
+    /// A preset of the emulator library instead of a chain: the words are then the command.
+    pub emulator: Option<String>,
+    /// Who emulates.
+    pub backend: Backend,
+}
+
+/// The chain words of preset `name` (its trace written into `dir`), `--`, then `command`
+/// (a leading `--` in it dropped).
+pub fn preset_words(
+    name: &str,
+    dir: &std::path::Path,
+    command: &[String],
+) -> anyhow::Result<Vec<String>> {
+    let preset = emucal::presets::find(name).map_err(anyhow::Error::msg)?;
+    let trace = dir.join(preset.trace_file_name());
+    crate::plan::write_constant_trace(&trace, preset.rate_mbps)?;
+    let mut words = preset.chain_words(&trace);
+    words.push("--".into());
+    let command = match command.split_first() {
+        Some((first, rest)) if first == "--" => rest,
+        _ => command,
+    };
+    words.extend(command.iter().cloned());
+    Ok(words)
 }
 
 /// The first two addresses of 100.64.0.1–255 not in `used` (outside, inside), as Mahimahi's
@@ -105,8 +139,21 @@ pub fn status_code(status: ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
-/// Runs `words` (the chain, then the command) and returns the exit code for the process.
+/// Runs `words` (the chain, then the command; or only the command with a preset) and returns
+/// the exit code for the process.
 pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
+    // A preset's trace lives in a directory removed when the shell ends.
+    let (words, _traces) = match &opts.emulator {
+        Some(name) => {
+            let dir = tempfile::Builder::new()
+                .prefix("pantheon-shell-")
+                .tempdir()
+                .context("create a directory for the preset's trace")?;
+            (preset_words(name, dir.path(), words)?, Some(dir))
+        }
+        None => (words.to_vec(), None),
+    };
+    let words = &words[..];
     let chain = parse_chain(words)?;
     if chain.shells.is_empty() {
         return Err(anyhow!(
@@ -115,6 +162,9 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
         ));
     }
     let chain_words = &words[..words.len() - chain.command.len()];
+    if opts.backend == Backend::Mahimahi {
+        return run_mahimahi(&chain, chain_words);
+    }
     let mut path = EmulatedPath::from_chain(chain.shells.clone(), chain_words);
     path.ms_clock = opts.ms_clock;
     // SAFETY: geteuid has no preconditions.
@@ -220,6 +270,34 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
     }
     drop(inner);
     Ok(code)
+}
+
+/// Runs the chain with Mahimahi's own binaries ([`emucal::mm::mahimahi_argv`]) and returns
+/// its exit code. Errors if a shell's binary is not on PATH.
+fn run_mahimahi(chain: &emucal::mm::Chain, chain_words: &[String]) -> anyhow::Result<i32> {
+    let argv = emucal::mm::mahimahi_argv(chain, chain_words)?;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let on_path = |program: &str| {
+        std::env::split_paths(&path).any(|d| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    };
+    let mut programs: Vec<&str> = chain.shells.iter().map(|s| s.program()).collect();
+    programs.dedup();
+    if let Some(missing) = programs.iter().find(|p| !on_path(p)) {
+        anyhow::bail!(
+            "--emulator-backend mahimahi: `{missing}` is not on PATH (Mahimahi is not packaged \
+             for current Debian/Ubuntu: build it from https://github.com/ravinet/mahimahi, or \
+             use the default backend)"
+        );
+    }
+    let status = Command::new(&argv[0])
+        .args(&argv[1..])
+        .status()
+        .with_context(|| format!("run `{}`", argv.join(" ")))?;
+    Ok(status_code(status))
 }
 
 /// SIGTERM, then SIGKILL after 1 s.
