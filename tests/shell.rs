@@ -451,3 +451,91 @@ fn mahimahi_backend_runs_the_same_chain_with_mahimahis_binaries() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn nat_lets_the_command_reach_beyond_this_host_and_is_removed_after() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sb = Sandbox::new("nat");
+    // A "far" namespace behind a veth from the sandbox: 198.18.0.1, with no route back to the
+    // shell's 100.64.0.0/24 — only NAT lets the reply come back.
+    let far = format!("{}-far", sb.ns);
+    let ok = |args: &[&str]| {
+        let s = Command::new("ip").args(args).status().unwrap();
+        assert!(s.success(), "ip {args:?}");
+    };
+    ok(&["netns", "add", &far]);
+    struct Del(String);
+    impl Drop for Del {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _far = Del(far.clone());
+    ok(&[
+        "-n", &sb.ns, "link", "add", "vnat0", "type", "veth", "peer", "name", "vnat1", "netns",
+        &far,
+    ]);
+    ok(&["-n", &sb.ns, "addr", "add", "198.18.0.2/24", "dev", "vnat0"]);
+    ok(&["-n", &sb.ns, "link", "set", "vnat0", "up"]);
+    ok(&["-n", &far, "addr", "add", "198.18.0.1/24", "dev", "vnat1"]);
+    ok(&["-n", &far, "link", "set", "vnat1", "up"]);
+    let forward = || {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &sb.ns,
+                "cat",
+                "/proc/sys/net/ipv4/ip_forward",
+            ])
+            .output()
+            .unwrap();
+        text(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(forward(), "0");
+    let out = sb.shell(&[
+        "mm-delay",
+        "5",
+        "--",
+        "ping",
+        "-n",
+        "-c",
+        "2",
+        "-W",
+        "2",
+        "198.18.0.1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("2 received"),
+        "{}",
+        text(&out.stdout)
+    );
+    // The rule is gone and forwarding is back off.
+    let rules = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &sb.ns,
+            "iptables",
+            "-t",
+            "nat",
+            "-S",
+            "POSTROUTING",
+        ])
+        .output()
+        .unwrap();
+    assert!(rules.status.success());
+    assert!(
+        !text(&rules.stdout).contains("pshell-"),
+        "{}",
+        text(&rules.stdout)
+    );
+    assert_eq!(forward(), "0");
+    assert!(pshell_namespaces().is_empty());
+}

@@ -22,10 +22,15 @@
 //!   Mahimahi. Ctrl-C reaches the command (same process group); the shell then ends with it.
 //! - When the command has exited, what it sent last (its FINs and the answers) may finish
 //!   crossing the path (until the path is empty for 100 ms, at most 2 s); Mahimahi drops it.
+//! - NAT as Mahimahi's: IPv4 forwarding on, and `iptables -t nat -A POSTROUTING -s INSIDE -j
+//!   MASQUERADE -m comment --comment pshell-<pid>`, so the command reaches beyond this host;
+//!   the rule is removed when the shell ends, and forwarding is turned back off if this shell
+//!   turned it on and no other `pantheon shell` is running. Without `iptables` the shell warns
+//!   and the command reaches this host only.
 //! - Differences from Mahimahi, on purpose: one namespace and one TUN pair for the whole chain
 //!   (Mahimahi: one per shell, so the command there sees 100.64.0.4 inside `mm-delay mm-link`);
-//!   no NAT, so the command reaches this host (`$MAHIMAHI_BASE`) but not beyond it; no DNS
-//!   proxy; runs as root (Mahimahi insists on a setuid binary run by a normal user).
+//!   no DNS proxy (use addresses, or the host's resolver if it listens beyond loopback); runs
+//!   as root (Mahimahi insists on a setuid binary run by a normal user).
 
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
@@ -130,6 +135,77 @@ fn used_addresses() -> anyhow::Result<HashSet<Ipv4Addr>> {
     Ok(used)
 }
 
+/// Mahimahi's NAT for one shell: forwarding on, one MASQUERADE rule for the inside address,
+/// both undone on drop.
+struct Nat {
+    /// The shell's name (`pshell-<pid>`), the rule's comment.
+    name: String,
+    rule: Vec<String>,
+    /// `ip_forward`'s value before, if this shell changed it.
+    forward_was: Option<String>,
+}
+
+const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
+
+impl Nat {
+    fn start(inside: Ipv4Addr, comment: &str) -> anyhow::Result<Nat> {
+        let rule: Vec<String> = [
+            "POSTROUTING",
+            "-s",
+            &inside.to_string(),
+            "-j",
+            "MASQUERADE",
+            "-m",
+            "comment",
+            "--comment",
+            comment,
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let iptables = |op: &str| -> anyhow::Result<()> {
+            let out = Command::new("iptables")
+                .args(["-w", "-t", "nat", op])
+                .args(&rule)
+                .output()
+                .context("run iptables (is it installed?)")?;
+            anyhow::ensure!(
+                out.status.success(),
+                "iptables -t nat {op} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            Ok(())
+        };
+        iptables("-A")?;
+        let before = std::fs::read_to_string(IP_FORWARD).unwrap_or_default();
+        let mut nat = Nat {
+            name: comment.to_owned(),
+            rule,
+            forward_was: None,
+        };
+        if before.trim() != "1" {
+            std::fs::write(IP_FORWARD, "1").with_context(|| format!("write 1 to {IP_FORWARD}"))?;
+            nat.forward_was = Some(before);
+        }
+        Ok(nat)
+    }
+}
+
+impl Drop for Nat {
+    fn drop(&mut self) {
+        let _ = Command::new("iptables")
+            .args(["-w", "-t", "nat", "-D"])
+            .args(&self.rule)
+            .output();
+        // Turn forwarding back off unless another `pantheon shell` still needs it.
+        let others = netns::list_named()
+            .into_iter()
+            .any(|n| n.starts_with("pshell-") && *n != self.name);
+        if let (Some(was), false) = (&self.forward_was, others) {
+            let _ = std::fs::write(IP_FORWARD, was.trim());
+        }
+    }
+}
+
 /// How a child ended, as a shell reports it: its code, or 128 + the signal.
 pub fn status_code(status: ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
@@ -184,6 +260,13 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
     };
     let mut emulator = Emulator::start_with(&path, None, &inner, &devices, opts.seed)
         .context("start the emulator")?;
+    let _nat = match Nat::start(inner_addr, &name) {
+        Ok(nat) => Some(nat),
+        Err(e) => {
+            eprintln!("pantheon shell: no NAT ({e:#}); the command reaches this host only");
+            None
+        }
+    };
 
     let prefix: String = chain.shells.iter().map(|s| s.prefix()).collect();
     let base = std::env::var("MAHIMAHI_BASE").unwrap_or_else(|_| outer_addr.to_string());
