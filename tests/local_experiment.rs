@@ -91,6 +91,15 @@ fn run(name: &str, runtime: &str, args: &[&str]) -> Experiment {
     exp
 }
 
+/// The `Average capacity: X Mbit/s` figure of a stats log.
+fn perf_capacity(stats: &str) -> f64 {
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix("Average capacity: "))
+        .and_then(|v| v.split(' ').next()?.parse().ok())
+        .expect("a capacity line")
+}
+
 fn total(exp: &Experiment, scheme: &str) -> Value {
     exp.perf()[scheme]["1"]["all"].clone()
 }
@@ -130,10 +139,15 @@ fn cubic_over_10mbps_28ms_infinite_queue() {
     }
     let stats = std::fs::read_to_string(exp.dir.join("cubic_stats_run1.log")).unwrap();
     assert!(stats.starts_with("Start at: "), "{stats}");
+    // As Pantheon's local runs: the mm-link log gives the capacity (10 Mbit/s trace; Pantheon's
+    // first → last opportunity formula) and the utilisation.
     assert!(
-        stats.contains("-- Total of 1 flow:\nAverage throughput: "),
+        stats.contains("-- Total of 1 flow:\nAverage capacity: 10.0"),
         "{stats}"
     );
+    assert!(stats.contains("% utilization)\n"), "{stats}");
+    let cap = perf_capacity(&stats);
+    assert!((9.99..=10.02).contains(&cap), "capacity {cap}");
 }
 
 #[test]

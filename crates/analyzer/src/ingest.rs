@@ -1,4 +1,13 @@
-//! Reading one run's packet logs into Polars frames.
+//! Reading one run's packet logs into Polars frames, from any of the sources a researcher has:
+//!
+//! 1. our binary tunnel logs (`*.ptlog`, below);
+//! 2. Pantheon's merged `<scheme>_datalink_run<N>.log` (its public archive keeps these), read
+//!    with [`crate::text::parse_link_log`]; its delays are already clock-corrected;
+//! 3. Mahimahi's `<scheme>_mm_datalink_run<N>.log` alone (Pantheon's `-f 0` runs, flow 0).
+//!
+//! Whatever the source, a link log `<scheme>_mm_datalink_run<N>.log` beside it gives the link's
+//! capacity (its `#` lines). Pantheon's raw tunnel text logs (one pair per flow) are read by
+//! [`from_tunnel_text`], with clock offsets applied as `merge_tunnel_logs.py` applies them.
 //!
 //! A run with *k* flows has, per flow, four binary logs named as Pantheon names its text logs:
 //! `<scheme>_datalink_run<N>_flow<i>.egress.ptlog` (the sender side's egress: packets entering
@@ -11,6 +20,8 @@ use std::path::{Path, PathBuf};
 
 use polars::prelude::*;
 use tunnel::log::{read_log, LogFile};
+
+use crate::text::{parse_link_log, LinkTextLog, TunnelTextLog};
 
 /// Errors of ingest.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +42,17 @@ pub enum IngestError {
     /// Frame construction failed.
     #[error("polars: {0}")]
     Polars(#[from] PolarsError),
+    /// A text log could not be read.
+    #[error("{file}: {message}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The OS error.
+        message: String,
+    },
+    /// A text log's header is unusable.
+    #[error(transparent)]
+    Text(#[from] crate::text::TextLogError),
 }
 
 /// File name of one log: `<scheme>_<direction>_run<N>_flow<i>.<kind>.ptlog`.
@@ -41,10 +63,14 @@ pub fn log_name(scheme: &str, direction: &str, run: u32, flow: u16, kind: &str) 
 /// Datalink packets of one run: arrivals into the path and departures from it.
 #[derive(Debug, Clone)]
 pub struct RunFrames {
-    /// Columns `flow` (u32), `uid` (u64), `t_ms` (f64, ms since `init_ms`), `size` (u64, bytes).
+    /// Columns `flow` (u32), `t_ms` (f64, ms since `init_ms`), `size` (u64, bytes).
     pub arrivals: DataFrame,
-    /// Same columns, for packets received at the far end.
+    /// Columns `flow`, `t_ms`, `size` and `delay` (f64, one-way delay in ms; null for a packet
+    /// whose sending was not logged), for packets received at the far end.
     pub departures: DataFrame,
+    /// The link's delivery opportunities, columns `t_ms` and `size` (bytes a packet of the
+    /// opportunity carries: 1500), when a link log exists.
+    pub opportunities: Option<DataFrame>,
     /// The run's common time origin: ms since the Unix epoch (Pantheon's "init timestamp").
     pub init_ms: f64,
     /// Problems worth showing (truncated logs, missing clock offsets…), never hidden.
@@ -65,19 +91,176 @@ pub fn find_datalink_logs(dir: &Path, scheme: &str, run: u32) -> Vec<(u16, PathB
     out
 }
 
-/// Reads every datalink log of `scheme` run `run` in `dir` into [`RunFrames`].
+/// Name of Pantheon's merged datalink log of a run: `<scheme>_datalink_run<N>.log`.
+pub fn merged_log_name(scheme: &str, run: u32) -> String {
+    format!("{scheme}_datalink_run{run}.log")
+}
+
+/// Name of the mm-link uplink log of a run: `<scheme>_mm_datalink_run<N>.log`.
+pub fn link_log_name(scheme: &str, run: u32) -> String {
+    format!("{scheme}_mm_datalink_run{run}.log")
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, IngestError> {
+    std::fs::read(path).map_err(|e| IngestError::Io {
+        file: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Reads the datalink packets of `scheme` run `run` in `dir` from the first source present:
+/// our binary logs, Pantheon's merged datalink log, or the mm-link log alone (flow 0); and
+/// the link's capacity from the mm-link log when there is one.
 pub fn read_run(dir: &Path, scheme: &str, run: u32) -> Result<RunFrames, IngestError> {
+    let link_log = dir.join(link_log_name(scheme, run));
+    let merged = dir.join(merged_log_name(scheme, run));
     let pairs = find_datalink_logs(dir, scheme, run);
-    if pairs.is_empty() {
+    let mut frames = if !pairs.is_empty() {
+        read_binary_run(&pairs)?
+    } else if merged.exists() {
+        let log = parse_link_log(&read_file(&merged)?, &merged.display().to_string());
+        from_link_text(&log)?
+    } else if link_log.exists() {
+        let log = parse_link_log(&read_file(&link_log)?, &link_log.display().to_string());
+        from_link_text(&log)?
+    } else {
         return Err(IngestError::Missing {
             scheme: scheme.into(),
             run,
             dir: dir.display().to_string(),
         });
+    };
+    if frames.opportunities.is_none() && link_log.exists() {
+        let log = parse_link_log(&read_file(&link_log)?, &link_log.display().to_string());
+        if let Some(why) = &log.stopped {
+            frames.warnings.push(why.clone());
+        }
+        frames.opportunities = opportunities_frame(&log)?;
     }
+    Ok(frames)
+}
+
+/// Frames of a merged Pantheon datalink log or of an mm-link log. Opportunities count 1500
+/// bytes each, as Pantheon's merge writes them (Mahimahi's 1504 less its 4-byte header).
+pub fn from_link_text(log: &LinkTextLog) -> Result<RunFrames, IngestError> {
+    let e = &log.arrivals;
+    let d = &log.departures;
+    let mut warnings: Vec<String> = log.stopped.iter().cloned().collect();
+    if log.init_ms.is_none() {
+        warnings.push("no `# init timestamp:` line: times are relative only".into());
+    }
+    Ok(RunFrames {
+        arrivals: df!("flow" => &e.flow, "t_ms" => &e.t_ms, "size" => &e.size)?,
+        departures: df!(
+            "flow" => &d.flow, "t_ms" => &d.t_ms, "size" => &d.size, "delay" => &log.delay_ms
+        )?,
+        opportunities: opportunities_frame(log)?,
+        init_ms: log.init_ms.unwrap_or(0.0),
+        warnings,
+    })
+}
+
+fn opportunities_frame(log: &LinkTextLog) -> PolarsResult<Option<DataFrame>> {
+    let o = &log.opportunities;
+    if o.is_empty() {
+        return Ok(None);
+    }
+    let size: Vec<u64> = o
+        .size
+        .iter()
+        .map(|&s| if s == 1504 { 1500 } else { s })
+        .collect();
+    Ok(Some(df!("t_ms" => &o.t_ms, "size" => size)?))
+}
+
+/// Frames of one run from Pantheon's raw tunnel text logs: per flow the sender's egress log,
+/// the receiver's ingress log and their clock offsets in ms (`merge_tunnel_logs.py single
+/// -e-clock-offset -i-clock-offset`: each added to its log's initial timestamp).
+pub fn from_tunnel_text(
+    flows: &[(u32, &TunnelTextLog, f64, &TunnelTextLog, f64)],
+) -> Result<RunFrames, IngestError> {
+    let base = |l: &TunnelTextLog, off: f64| l.init_ms + off;
+    let init_ms = flows
+        .iter()
+        .flat_map(|&(_, e, eo, i, io)| [base(e, eo), base(i, io)])
+        .fold(f64::INFINITY, f64::min);
+    let mut cols: [PacketColumns; 2] = Default::default();
+    let mut warnings = Vec::new();
+    for &(flow, egress, e_off, ingress, i_off) in flows {
+        for (log, off, c) in [(egress, e_off, 0), (ingress, i_off, 1)] {
+            if let Some(why) = &log.stopped {
+                warnings.push(why.clone());
+            }
+            let shift = base(log, off) - init_ms;
+            let c = &mut cols[c];
+            c.flow.extend(std::iter::repeat_n(flow, log.t_ms.len()));
+            c.uid.extend_from_slice(&log.uid);
+            c.t_ms.extend(log.t_ms.iter().map(|t| t + shift));
+            c.size.extend_from_slice(&log.size);
+        }
+    }
+    let [a, d] = cols;
+    matched(a, d, init_ms, warnings)
+}
+
+/// Columns of packets identified by UID, before matching.
+#[derive(Debug, Default)]
+struct PacketColumns {
+    flow: Vec<u32>,
+    uid: Vec<u64>,
+    t_ms: Vec<f64>,
+    size: Vec<u64>,
+}
+
+/// Matches departures to arrivals on (flow, uid) → frames with the one-way delay.
+fn matched(
+    a: PacketColumns,
+    d: PacketColumns,
+    init_ms: f64,
+    mut warnings: Vec<String>,
+) -> Result<RunFrames, IngestError> {
+    let arrivals = packets_frame(a.flow, a.uid, a.t_ms, a.size)?;
+    let departures = packets_frame(d.flow, d.uid, d.t_ms, d.size)?;
+    let sent =
+        arrivals
+            .clone()
+            .lazy()
+            .select([col("flow"), col("uid"), col("t_ms").alias("t_sent")]);
+    let departures = departures
+        .lazy()
+        .join(
+            sent,
+            [col("flow"), col("uid")],
+            [col("flow"), col("uid")],
+            JoinArgs::new(JoinType::Left),
+        )
+        .select([
+            col("flow"),
+            col("t_ms"),
+            col("size"),
+            (col("t_ms") - col("t_sent")).alias("delay"),
+        ])
+        .collect()?;
+    let unmatched = departures.column("delay")?.null_count();
+    if unmatched > 0 {
+        warnings.push(format!(
+            "{unmatched} received packets were never logged as sent (no one-way delay)"
+        ));
+    }
+    Ok(RunFrames {
+        arrivals: arrivals.drop("uid")?,
+        departures,
+        opportunities: None,
+        init_ms,
+        warnings,
+    })
+}
+
+/// Reads our binary datalink logs (egress, ingress per flow).
+fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, IngestError> {
     let mut warnings = Vec::new();
     let mut logs: Vec<(LogFile, bool)> = Vec::new();
-    for (flow, egress, ingress) in &pairs {
+    for (flow, egress, ingress) in pairs {
         for (path, is_arrival) in [(egress, true), (ingress, false)] {
             if !path.exists() {
                 warnings.push(format!("flow {flow}: {} is missing", path.display()));
@@ -101,24 +284,19 @@ pub fn read_run(dir: &Path, scheme: &str, run: u32) -> Result<RunFrames, IngestE
         .map(|(l, _)| corrected_base(l))
         .min()
         .unwrap_or(0);
-    let mut cols: [(Vec<u32>, Vec<u64>, Vec<f64>, Vec<u64>); 2] = Default::default();
+    let mut cols: [PacketColumns; 2] = Default::default();
     for (log, is_arrival) in &logs {
         let shift_ms = (corrected_base(log) - min_base) as f64 / 1e6;
         let c = &mut cols[usize::from(!is_arrival)];
         for r in &log.records {
-            c.0.push(u32::from(r.flow));
-            c.1.push(r.uid);
-            c.2.push(shift_ms + r.t_ns as f64 / 1e6);
-            c.3.push(u64::from(r.size));
+            c.flow.push(u32::from(r.flow));
+            c.uid.push(r.uid);
+            c.t_ms.push(shift_ms + r.t_ns as f64 / 1e6);
+            c.size.push(u64::from(r.size));
         }
     }
     let [a, d] = cols;
-    Ok(RunFrames {
-        arrivals: packets_frame(a.0, a.1, a.2, a.3)?,
-        departures: packets_frame(d.0, d.1, d.2, d.3)?,
-        init_ms: min_base as f64 / 1e6,
-        warnings,
-    })
+    matched(a, d, min_base as f64 / 1e6, warnings)
 }
 
 /// A packet frame from columns (flow, uid, t_ms, size).
@@ -129,4 +307,77 @@ pub fn packets_frame(
     size: Vec<u64>,
 ) -> PolarsResult<DataFrame> {
     df!("flow" => flow, "uid" => uid, "t_ms" => t_ms, "size" => size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::run_stats;
+    use crate::text::parse_tunnel_log;
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/logs/");
+        std::fs::read(format!("{dir}{name}")).unwrap()
+    }
+
+    #[test]
+    fn a_pantheon_archive_run_reads_from_its_merged_log_with_capacity() {
+        let dir = std::env::temp_dir().join(format!("ingest-merged-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Two flows; opportunities of 1500 B every ms from 0 to 10 ms.
+        let mut text = String::from("# init timestamp: 1500000000000.000\n");
+        for t in 0..=10 {
+            text.push_str(&format!("{t}.000 # 1500\n"));
+        }
+        text.push_str(
+            "0.500 + 1500 1\n0.600 + 1500 2\n1.000 - 1500 0.500 1\n5.000 - 1500 4.400 2\n\
+             6.000 + 1500 1\n",
+        );
+        std::fs::write(dir.join("cubic_datalink_run1.log"), text).unwrap();
+        let frames = read_run(&dir, "cubic", 1).unwrap();
+        assert_eq!(frames.init_ms, 1500000000000.0);
+        assert!(frames.warnings.is_empty(), "{:?}", frames.warnings);
+        let s = run_stats(
+            &frames.arrivals,
+            &frames.departures,
+            frames.opportunities.as_ref(),
+        )
+        .unwrap();
+        // Pantheon's capacity: all 11 opportunities' bits over first → last (10 ms).
+        assert_eq!(s.capacity_mbps, Some(11.0 * 12_000.0 / 10_000.0));
+        // Total: 3000 B departed over 1 → 5 ms; p95 of [0.5, 4.4] = 4.4; 1 of 3 packets lost.
+        assert!((s.total.tput_mbps - 3000.0 * 8.0 / 4000.0).abs() < 1e-9);
+        assert_eq!(s.total.p95_delay_ms, Some(4.4));
+        assert!((s.total.loss - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(s.flows[&1].loss, 0.5);
+        assert_eq!(s.flows[&2].p95_delay_ms, Some(4.4));
+        // No log at all: an error naming the run.
+        let e = read_run(&dir, "bbr", 1).unwrap_err().to_string();
+        assert!(e.contains("bbr run 1"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn pantheon_tunnel_text_logs_match_on_uid_across_two_clocks() {
+        // The first 2000 packets of a real pantheon-tunnel run: client egress (sender) and
+        // server ingress (receiver), whose initial timestamps differ by 116.513 ms.
+        let egress = parse_tunnel_log(&fixture("pantheon-tunnel_client_egress.log"), "e").unwrap();
+        let ingress =
+            parse_tunnel_log(&fixture("pantheon-tunnel_server_ingress.log"), "i").unwrap();
+        let frames = from_tunnel_text(&[(1, &egress, 0.0, &ingress, 0.0)]).unwrap();
+        assert_eq!(frames.init_ms, 1795311353983.235);
+        let s = run_stats(&frames.arrivals, &frames.departures, None).unwrap();
+        // Over veth with no emulator the one-way delay is a fraction of a millisecond.
+        let (min, p95) = (s.total.min_delay_ms.unwrap(), s.total.p95_delay_ms.unwrap());
+        assert!(
+            (0.0..1.0).contains(&min) && min <= p95 && p95 < 5.0,
+            "{min} {p95}"
+        );
+        assert_eq!(s.total.negative_delays, 0);
+        assert_eq!(s.total.arrived, 2000);
+        // A clock offset moves every delay by that much (merge_tunnel_logs.py's -i-clock-offset).
+        let shifted = from_tunnel_text(&[(1, &egress, 0.0, &ingress, 10.0)]).unwrap();
+        let s2 = run_stats(&shifted.arrivals, &shifted.departures, None).unwrap();
+        assert!((s2.total.min_delay_ms.unwrap() - min - 10.0).abs() < 1e-6);
+    }
 }

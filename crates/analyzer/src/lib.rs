@@ -2,16 +2,22 @@
 //!
 //! # Brief overview
 //!
-//! - [`ingest`]: a run's binary tunnel logs → two Polars frames (arrivals into the path,
-//!   departures from it), on one clock.
+//! - [`ingest`]: a run's logs (our binary tunnel logs, Pantheon's merged datalink logs,
+//!   Mahimahi's mm-link logs) → Polars frames of arrivals into the path and departures from
+//!   it with their one-way delays, on one clock, plus the link's opportunities.
+//! - [`text`]: sans-IO parsers of Pantheon's and Mahimahi's text logs.
 //! - [`metrics`]: per flow and total: average throughput, 95th-percentile one-way delay and loss
 //!   rate, exactly as Pantheon defines them ([`metrics::run_stats`]).
 //! - [`report`]: Pantheon's stats text, the throughput–delay summary plots.
+//! - [`compare`]: two experiments side by side (means, % difference, Welch's t-test) and the
+//!   replication error.
 //!
 //! Polars lives only in this crate: it is most of the workspace's build time.
 
+pub mod compare;
 pub mod ingest;
 pub mod metrics;
 pub mod report;
+pub mod text;
 
 pub use metrics::{FlowStats, RunStats};

@@ -8,7 +8,9 @@
 //!   the sorted delays (numpy's `interpolation='nearest'`, except that an exact .5 rounds away
 //!   from zero here and to even there);
 //! - **loss rate** = 1 − bytes departed ÷ bytes arrived (byte-weighted);
-//! - the **total** uses every packet of the run, through the same code with all flows merged.
+//! - the **total** uses every packet of the run, through the same code with all flows merged;
+//! - **capacity** (when a link log gives the opportunities) = Σ opportunity bits ÷ (last −
+//!   first opportunity time), Mbit/s; **utilisation** = total throughput ÷ capacity.
 
 use std::collections::BTreeMap;
 
@@ -43,11 +45,44 @@ pub struct RunStats {
     pub total: FlowStats,
     /// Per flow id.
     pub flows: BTreeMap<u32, FlowStats>,
+    /// Average capacity of the link, Mbit/s, when its opportunities are known.
+    pub capacity_mbps: Option<f64>,
 }
 
-/// Computes [`RunStats`] from arrival and departure frames (columns `flow`, `uid`, `t_ms`,
-/// `size`).
-pub fn run_stats(arrivals: &DataFrame, departures: &DataFrame) -> PolarsResult<RunStats> {
+impl RunStats {
+    /// Total throughput ÷ capacity, 0–1 (`None` without a capacity).
+    pub fn utilization(&self) -> Option<f64> {
+        self.capacity_mbps
+            .filter(|c| *c > 0.0)
+            .map(|c| self.total.tput_mbps / c)
+    }
+}
+
+/// Average capacity from opportunities (columns `t_ms`, `size`): Σ bits ÷ (last − first time),
+/// Mbit/s; `None` for fewer than two opportunities (Pantheon: 0).
+pub fn capacity_mbps(opportunities: &DataFrame) -> PolarsResult<Option<f64>> {
+    if opportunities.height() < 2 {
+        return Ok(None);
+    }
+    let t = opportunities.column("t_ms")?.f64()?;
+    let (first, last) = (t.min().unwrap_or(0.0), t.max().unwrap_or(0.0));
+    let bytes = opportunities
+        .column("size")?
+        .cast(&DataType::Float64)?
+        .f64()?
+        .sum()
+        .unwrap_or(0.0);
+    Ok((last > first).then(|| throughput_mbps(bytes, last - first)))
+}
+
+/// Computes [`RunStats`] from arrival frames (columns `flow`, `t_ms`, `size`), departure
+/// frames (the same and `delay`, ms, null when unknown) and, if known, the link's
+/// opportunities (`t_ms`, `size`).
+pub fn run_stats(
+    arrivals: &DataFrame,
+    departures: &DataFrame,
+    opportunities: Option<&DataFrame>,
+) -> PolarsResult<RunStats> {
     let flows = grouped_stats(arrivals.clone().lazy(), departures.clone().lazy())?;
     let all = |df: &DataFrame| df.clone().lazy().with_column(lit(0u32).alias("flow"));
     let total = grouped_stats(all(arrivals), all(departures))?
@@ -62,7 +97,15 @@ pub fn run_stats(arrivals: &DataFrame, departures: &DataFrame) -> PolarsResult<R
             duration_ms: 0.0,
             negative_delays: 0,
         });
-    Ok(RunStats { total, flows })
+    let capacity_mbps = match opportunities {
+        Some(o) => capacity_mbps(o)?,
+        None => None,
+    };
+    Ok(RunStats {
+        total,
+        flows,
+        capacity_mbps,
+    })
 }
 
 /// Metrics per value of the `flow` column.
@@ -77,15 +120,8 @@ fn grouped_stats(arr: LazyFrame, dep: LazyFrame) -> PolarsResult<BTreeMap<u32, F
         f(len()).alias("departed"),
         (col("t_ms").max() - col("t_ms").min()).alias("duration_ms"),
     ]);
-    let sent = arr.select([col("flow"), col("uid"), col("t_ms").alias("t_sent")]);
     let delays = dep
-        .join(
-            sent,
-            [col("flow"), col("uid")],
-            [col("flow"), col("uid")],
-            JoinArgs::new(JoinType::Inner),
-        )
-        .with_column((col("t_ms") - col("t_sent")).alias("delay"))
+        .filter(col("delay").is_not_null())
         .group_by([col("flow")])
         .agg([
             col("delay")
@@ -150,27 +186,36 @@ pub fn throughput_mbps(bytes: f64, duration_ms: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::packets_frame;
+
+    fn arrivals_frame(flow: Vec<u32>, t_ms: Vec<f64>, size: Vec<u64>) -> DataFrame {
+        df!("flow" => flow, "t_ms" => t_ms, "size" => size).unwrap()
+    }
+
+    fn departures_frame(
+        flow: Vec<u32>,
+        t_ms: Vec<f64>,
+        size: Vec<u64>,
+        delay: Vec<Option<f64>>,
+    ) -> DataFrame {
+        df!("flow" => flow, "t_ms" => t_ms, "size" => size, "delay" => delay).unwrap()
+    }
 
     #[test]
     fn pantheon_definitions_on_a_tiny_run() {
         // Flow 1: 4 packets of 1500 B sent at 0,1,2,3 ms; uid 2 lost; others take 10,20,30 ms.
         // Flow 2: 2 packets of 100 B sent at 0 and 5, both received after 1 ms.
-        let arrivals = packets_frame(
+        let arrivals = arrivals_frame(
             vec![1, 1, 1, 1, 2, 2],
-            vec![0, 1, 2, 3, 0, 1],
             vec![0.0, 1.0, 2.0, 3.0, 0.0, 5.0],
             vec![1500, 1500, 1500, 1500, 100, 100],
-        )
-        .unwrap();
-        let departures = packets_frame(
+        );
+        let departures = departures_frame(
             vec![1, 1, 1, 2, 2],
-            vec![0, 1, 3, 0, 1],
             vec![10.0, 21.0, 33.0, 1.0, 6.0],
             vec![1500, 1500, 1500, 100, 100],
-        )
-        .unwrap();
-        let s = run_stats(&arrivals, &departures).unwrap();
+            vec![Some(10.0), Some(20.0), Some(30.0), Some(1.0), Some(1.0)],
+        );
+        let s = run_stats(&arrivals, &departures, None).unwrap();
         let f1 = s.flows[&1];
         // 3 × 1500 B × 8 over 23 ms.
         assert!((f1.tput_mbps - 36_000.0 / 23_000.0).abs() < 1e-12);
@@ -192,12 +237,36 @@ mod tests {
 
     #[test]
     fn no_departures_is_total_loss() {
-        let arrivals = packets_frame(vec![1], vec![0], vec![0.0], vec![1500]).unwrap();
-        let departures = packets_frame(vec![], vec![], vec![], vec![]).unwrap();
-        let s = run_stats(&arrivals, &departures).unwrap();
+        let arrivals = arrivals_frame(vec![1], vec![0.0], vec![1500]);
+        let departures = departures_frame(vec![], vec![], vec![], vec![]);
+        let s = run_stats(&arrivals, &departures, None).unwrap();
         assert_eq!(s.flows[&1].loss, 1.0);
         assert_eq!(s.flows[&1].tput_mbps, 0.0);
         assert_eq!(s.total.loss, 1.0);
         assert_eq!(s.total.p95_delay_ms, None);
+    }
+
+    #[test]
+    fn unknown_delays_are_left_out_and_capacity_gives_utilisation() {
+        // Two departures; the second was never logged as sent (delay unknown): it counts for
+        // throughput and loss but not for the delay percentile.
+        let arrivals = arrivals_frame(vec![1], vec![0.0], vec![1000]);
+        let departures = departures_frame(
+            vec![1, 1],
+            vec![5.0, 10.0],
+            vec![1000, 1000],
+            vec![Some(5.0), None],
+        );
+        // Opportunities of 1500 B at 0, 1, 2, 3 ms: Σ 6000 B over 3 ms = 16 Mbit/s.
+        let opp =
+            df!("t_ms" => [0.0, 1.0, 2.0, 3.0], "size" => [1500u64, 1500, 1500, 1500]).unwrap();
+        let s = run_stats(&arrivals, &departures, Some(&opp)).unwrap();
+        assert_eq!(s.total.p95_delay_ms, Some(5.0));
+        assert_eq!(s.total.departed, 2);
+        assert!((s.total.tput_mbps - 16000.0 / 5000.0).abs() < 1e-12);
+        assert_eq!(s.capacity_mbps, Some(16.0));
+        assert!((s.utilization().unwrap() - 0.2).abs() < 1e-12);
+        let one = df!("t_ms" => [0.0], "size" => [1500u64]).unwrap();
+        assert_eq!(capacity_mbps(&one).unwrap(), None);
     }
 }

@@ -12,22 +12,31 @@ use crate::metrics::{FlowStats, RunStats};
 
 /// The stats block of `tunnel_graph.py`, byte for byte in its layout:
 /// `-- Total of N flow(s):`, then per flow `-- Flow k:`, each with average throughput
-/// (`%.2f Mbit/s`), p95 one-way delay (`%.2f ms`) and loss rate (`%.2f%%`).
+/// (`%.2f Mbit/s`), p95 one-way delay (`%.2f ms`) and loss rate (`%.2f%%`); with a known
+/// capacity the total block starts with `Average capacity: %.2f Mbit/s` and its throughput
+/// line ends with ` (%.1f%% utilization)`.
 pub fn stats_text(stats: &RunStats) -> String {
     let mut s = String::new();
     let n = stats.flows.len().max(1);
     let plural = if n == 1 { "" } else { "s" };
     let _ = writeln!(s, "-- Total of {n} flow{plural}:");
-    block(&mut s, &stats.total);
+    if let Some(c) = stats.capacity_mbps {
+        let _ = writeln!(s, "Average capacity: {c:.2} Mbit/s");
+    }
+    block(&mut s, &stats.total, stats.utilization());
     for (flow, f) in &stats.flows {
         let _ = writeln!(s, "-- Flow {flow}:");
-        block(&mut s, f);
+        block(&mut s, f, None);
     }
     s
 }
 
-fn block(s: &mut String, f: &FlowStats) {
-    let _ = writeln!(s, "Average throughput: {:.2} Mbit/s", f.tput_mbps);
+fn block(s: &mut String, f: &FlowStats, utilization: Option<f64>) {
+    let _ = write!(s, "Average throughput: {:.2} Mbit/s", f.tput_mbps);
+    if let Some(u) = utilization {
+        let _ = write!(s, " ({:.1}% utilization)", u * 100.0);
+    }
+    s.push('\n');
     match f.p95_delay_ms {
         Some(d) => {
             let _ = writeln!(s, "95th percentile per-packet one-way delay: {d:.3} ms");
@@ -242,9 +251,10 @@ mod tests {
 
     #[test]
     fn stats_text_matches_pantheon_layout() {
-        let stats = RunStats {
+        let mut stats = RunStats {
             total: f(9.527, 123.4567, 0.0012),
             flows: BTreeMap::from([(1, f(9.527, 123.4567, 0.0012))]),
+            capacity_mbps: None,
         };
         assert_eq!(
             stats_text(&stats),
@@ -253,6 +263,13 @@ mod tests {
              -- Flow 1:\nAverage throughput: 9.53 Mbit/s\n\
              95th percentile per-packet one-way delay: 123.457 ms\nLoss rate: 0.12%\n"
         );
+        // With a link log: capacity first, utilisation on the total's throughput line only.
+        stats.capacity_mbps = Some(10.0);
+        assert!(stats_text(&stats).starts_with(
+            "-- Total of 1 flow:\nAverage capacity: 10.00 Mbit/s\n\
+             Average throughput: 9.53 Mbit/s (95.3% utilization)\n"
+        ));
+        assert!(stats_text(&stats).contains("-- Flow 1:\nAverage throughput: 9.53 Mbit/s\n"));
     }
 
     #[test]

@@ -80,9 +80,12 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
                 match analyzer::ingest::read_run(dir, scheme, run_id) {
                     Ok(frames) => {
                         rr.flags.extend(frames.warnings.iter().cloned());
-                        let stats =
-                            analyzer::metrics::run_stats(&frames.arrivals, &frames.departures)
-                                .with_context(|| format!("metrics of {scheme} run {run_id}"))?;
+                        let stats = analyzer::metrics::run_stats(
+                            &frames.arrivals,
+                            &frames.departures,
+                            frames.opportunities.as_ref(),
+                        )
+                        .with_context(|| format!("metrics of {scheme} run {run_id}"))?;
                         let dur_s = stats.total.duration_ms / 1000.0;
                         if dur_s < 0.8 * runtime_s {
                             rr.flags.push(format!(
@@ -167,17 +170,21 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
             fmt(mean(&|s| s.total.p95_delay_ms), 2),
             fmt(mean(&|s| Some(s.total.loss * 100.0)), 3),
         );
-        if let Ok(desc) = registry.get(scheme) {
-            points.push(SchemePoints {
-                label: desc.label.clone(),
-                color: desc.color.clone(),
-                marker: desc.marker.clone(),
-                runs: valid
-                    .iter()
-                    .filter_map(|s| s.total.p95_delay_ms.map(|d| (d, s.total.tput_mbps)))
-                    .collect(),
-            });
-        }
+        // Schemes we have no descriptor for (e.g. from Pantheon's archive) are plotted too,
+        // under their own name in grey.
+        let (label, color, marker) = match registry.get(scheme) {
+            Ok(d) => (d.label.clone(), d.color.clone(), d.marker.clone()),
+            Err(_) => (scheme.clone(), "grey".to_owned(), "o".to_owned()),
+        };
+        points.push(SchemePoints {
+            label,
+            color,
+            marker,
+            runs: valid
+                .iter()
+                .filter_map(|s| s.total.p95_delay_ms.map(|d| (d, s.total.tput_mbps)))
+                .collect(),
+        });
     }
     let _ = writeln!(md, "\n## Runs\n");
     let _ = writeln!(

@@ -10,8 +10,10 @@
 //! - [`shell`]: `pantheon shell`, a command inside an emulated path given as Mahimahi shells.
 //! - [`analyze`]: a results directory → Pantheon's stats logs, `pantheon_perf.json`, summary
 //!   table and plots.
+//! - [`compare`]: `pantheon compare A B`, two results directories side by side.
 
 pub mod analyze;
+pub mod compare;
 pub mod plan;
 pub mod runner;
 pub mod schemes;

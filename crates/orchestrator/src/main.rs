@@ -44,6 +44,21 @@ enum Top {
         #[arg(long)]
         schemes_dir: Option<PathBuf>,
     },
+    /// Compare two results directories: per scheme and metric the runs, means, % difference
+    /// and standard deviations of each, Welch's t-test, and the replication error of the
+    /// second as an emulation of the first (e.g. `pantheon compare real/ emulated/`).
+    Compare {
+        /// The first (reference) results directory.
+        a: PathBuf,
+        /// The second.
+        b: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Extra scheme descriptors (*.toml), used if a directory must be analysed first.
+        #[arg(long)]
+        schemes_dir: Option<PathBuf>,
+    },
     /// The scheme library.
     Schemes {
         #[command(subcommand)]
@@ -245,7 +260,11 @@ fn main() -> ExitCode {
 fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
     if matches!(
         cli.command,
-        Top::Analyze { .. } | Top::Schemes { .. } | Top::Emulators { .. } | Top::LinkLog { .. }
+        Top::Analyze { .. }
+            | Top::Compare { .. }
+            | Top::Schemes { .. }
+            | Top::Emulators { .. }
+            | Top::LinkLog { .. }
     ) {
         // Commands that only print: end quietly when the reader goes (`… | head`), as Unix
         // tools do, instead of panicking on a broken pipe.
@@ -262,6 +281,21 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             let registry = Registry::load(schemes_dir.as_deref())?;
             let md = analyze::analyze_dir(&dir, &registry)?;
             println!("{md}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Top::Compare {
+            a,
+            b,
+            json,
+            schemes_dir,
+        } => {
+            let registry = Registry::load(schemes_dir.as_deref())?;
+            let c = pantheon_orchestrator::compare::compare_dirs(&a, &b, &registry)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&c)?);
+            } else {
+                print!("{}", pantheon_orchestrator::compare::render(&a, &b, &c));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Top::Schemes {

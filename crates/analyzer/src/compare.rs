@@ -1,0 +1,319 @@
+//! `pantheon compare A B`: two experiments side by side, per scheme and metric, as Pantheon's
+//! `compare_two_experiments.py` did (reference `pantheon.md` §4.6) — runs in each, mean 1,
+//! mean 2, % difference, standard deviation 1 and 2 — plus what it lacked:
+//!
+//! - a **significance test** per row: Welch's unequal-variance t-test, two-sided. With fewer
+//!   than two runs on a side (or no variance on either) there is no test, and the row says so
+//!   instead of printing a misleading figure;
+//! - the **replication error** of B as an emulation of A (DESIGN.md; Pantheon's
+//!   `calibrated-emulators/compare.py`): per scheme |median_B − median_A| ÷ median_A for
+//!   throughput and for p95 delay, each averaged over the schemes both have, then the two
+//!   averaged; in percent.
+//!
+//! Pure functions on per-run numbers; reading `pantheon_perf.json` is the caller's job.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// One scheme's per-run totals in one experiment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SchemeRuns {
+    /// Average throughput of each run, Mbit/s.
+    pub tput_mbps: Vec<f64>,
+    /// 95th-percentile one-way delay of each run, ms.
+    pub delay_ms: Vec<f64>,
+    /// Loss rate of each run, percent.
+    pub loss_pct: Vec<f64>,
+}
+
+/// One row of the comparison table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// Scheme name.
+    pub scheme: String,
+    /// `throughput (Mbit/s)`, `95th-percentile delay (ms)` or `loss rate (%)`.
+    pub metric: &'static str,
+    /// Runs in A and in B.
+    pub runs: (usize, usize),
+    /// Means in A and B.
+    pub mean: (f64, f64),
+    /// (mean B − mean A) ÷ mean A, percent; `None` when mean A is 0.
+    pub diff_pct: Option<f64>,
+    /// Sample standard deviations (n − 1) in A and B; `None` with a single run.
+    pub std_dev: (Option<f64>, Option<f64>),
+    /// Welch's t-test, two-sided p-value; `None` when it cannot be computed.
+    pub p_value: Option<f64>,
+}
+
+/// The replication error of B as an emulation of A, percent.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ReplicationError {
+    /// Mean over schemes of |median tput B − median tput A| ÷ median tput A, percent.
+    pub throughput_pct: f64,
+    /// The same for the median p95 delay, percent.
+    pub delay_pct: f64,
+    /// The two averaged, percent.
+    pub overall_pct: f64,
+    /// Schemes it is computed over.
+    pub schemes: usize,
+}
+
+/// The whole comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// Rows: per scheme both have, throughput, delay, loss.
+    pub rows: Vec<Row>,
+    /// B as an emulation of A; `None` when no scheme has a non-zero median in A.
+    pub replication_error: Option<ReplicationError>,
+    /// Schemes only A has.
+    pub only_in_a: Vec<String>,
+    /// Schemes only B has.
+    pub only_in_b: Vec<String>,
+    /// Which test the p-values come from.
+    pub test: &'static str,
+}
+
+/// Arithmetic mean (NaN for no values).
+pub fn mean(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>() / x.len() as f64
+}
+
+/// Sample standard deviation (n − 1); `None` for fewer than two values.
+pub fn std_dev(x: &[f64]) -> Option<f64> {
+    (x.len() >= 2).then(|| {
+        let m = mean(x);
+        (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
+    })
+}
+
+/// Median (mean of the two middle values for an even count); `None` for no values.
+pub fn median(x: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = x.iter().copied().filter(|v| !v.is_nan()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// Welch's t-test of equal means, two-sided: `(t, degrees of freedom, p)`. `None` with fewer
+/// than two values on a side or no variance on both.
+pub fn welch_t_test(x: &[f64], y: &[f64]) -> Option<(f64, f64, f64)> {
+    let (sx, sy) = (std_dev(x)?, std_dev(y)?);
+    let (vx, vy) = (sx * sx / x.len() as f64, sy * sy / y.len() as f64);
+    if vx + vy == 0.0 {
+        return None;
+    }
+    let t = (mean(x) - mean(y)) / (vx + vy).sqrt();
+    let df = (vx + vy).powi(2) / (vx * vx / (x.len() - 1) as f64 + vy * vy / (y.len() - 1) as f64);
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    Some((t, df, 2.0 * (1.0 - dist.cdf(t.abs()))))
+}
+
+/// Compares experiment A with experiment B.
+pub fn compare(a: &BTreeMap<String, SchemeRuns>, b: &BTreeMap<String, SchemeRuns>) -> Comparison {
+    let mut rows = Vec::new();
+    let (mut tput_err, mut delay_err) = (Vec::new(), Vec::new());
+    for (scheme, ra) in a {
+        let Some(rb) = b.get(scheme) else { continue };
+        for (metric, xa, xb) in [
+            ("throughput (Mbit/s)", &ra.tput_mbps, &rb.tput_mbps),
+            ("95th-percentile delay (ms)", &ra.delay_ms, &rb.delay_ms),
+            ("loss rate (%)", &ra.loss_pct, &rb.loss_pct),
+        ] {
+            if xa.is_empty() || xb.is_empty() {
+                continue;
+            }
+            let (ma, mb) = (mean(xa), mean(xb));
+            rows.push(Row {
+                scheme: scheme.clone(),
+                metric,
+                runs: (xa.len(), xb.len()),
+                mean: (ma, mb),
+                diff_pct: (ma != 0.0).then(|| (mb - ma) / ma * 100.0),
+                std_dev: (std_dev(xa), std_dev(xb)),
+                p_value: welch_t_test(xa, xb).map(|r| r.2),
+            });
+        }
+        let rel = |real: &[f64], emu: &[f64]| match (median(real), median(emu)) {
+            (Some(r), Some(e)) if r != 0.0 => Some((e - r).abs() / r),
+            _ => None,
+        };
+        if let (Some(t), Some(d)) = (
+            rel(&ra.tput_mbps, &rb.tput_mbps),
+            rel(&ra.delay_ms, &rb.delay_ms),
+        ) {
+            tput_err.push(t);
+            delay_err.push(d);
+        }
+    }
+    let replication_error = (!tput_err.is_empty()).then(|| {
+        let (t, d) = (mean(&tput_err) * 100.0, mean(&delay_err) * 100.0);
+        ReplicationError {
+            throughput_pct: t,
+            delay_pct: d,
+            overall_pct: (t + d) / 2.0,
+            schemes: tput_err.len(),
+        }
+    });
+    let only = |x: &BTreeMap<String, SchemeRuns>, y: &BTreeMap<String, SchemeRuns>| {
+        x.keys().filter(|k| !y.contains_key(*k)).cloned().collect()
+    };
+    Comparison {
+        rows,
+        replication_error,
+        only_in_a: only(a, b),
+        only_in_b: only(b, a),
+        test: "Welch's t-test (two-sided)",
+    }
+}
+
+/// The comparison as an aligned text table, then the replication error.
+pub fn to_text(c: &Comparison) -> String {
+    use std::fmt::Write as _;
+    let opt = |v: Option<f64>, prec: usize| v.map_or("n/a".to_owned(), |v| format!("{v:.prec$}"));
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<12} {:<27} {:>6} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "scheme",
+        "metric",
+        "runs 1",
+        "runs 2",
+        "mean 1",
+        "mean 2",
+        "% diff",
+        "std 1",
+        "std 2",
+        "p (Welch)"
+    );
+    for r in &c.rows {
+        let diff = r.diff_pct.map_or("n/a".to_owned(), |d| format!("{d:+.1}%"));
+        let p = match r.p_value {
+            Some(p) => format!("{p:.3}"),
+            None if r.runs.0 < 2 || r.runs.1 < 2 => "<2 runs".to_owned(),
+            None => "n/a".to_owned(),
+        };
+        let _ = writeln!(
+            s,
+            "{:<12} {:<27} {:>6} {:>6} {:>10.3} {:>10.3} {:>9} {:>9} {:>9} {:>9}",
+            r.scheme,
+            r.metric,
+            r.runs.0,
+            r.runs.1,
+            r.mean.0,
+            r.mean.1,
+            diff,
+            opt(r.std_dev.0, 3),
+            opt(r.std_dev.1, 3),
+            p
+        );
+    }
+    match &c.replication_error {
+        Some(e) => {
+            let _ = writeln!(
+                s,
+                "\nReplication error of 2 as an emulation of 1 (medians over runs, mean over {} \
+                 scheme(s)): throughput {:.1}%, delay {:.1}%, overall {:.1}%",
+                e.schemes, e.throughput_pct, e.delay_pct, e.overall_pct
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "\nReplication error: n/a (no scheme in common with data)"
+            );
+        }
+    }
+    for (label, list) in [("only in 1", &c.only_in_a), ("only in 2", &c.only_in_b)] {
+        if !list.is_empty() {
+            let _ = writeln!(s, "Schemes {label}: {}", list.join(", "));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statistics_match_hand_computation() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        assert_eq!(std_dev(&[1.0]), None);
+        // 2, 4, 4, 4, 5, 5, 7, 9: mean 5, Σ(x−m)² = 32, sample variance 32/7.
+        let x = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0];
+        assert!((std_dev(&x).unwrap() - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
+        // Welch by hand: x = 1 2 3 (var 1), y = 4 5 6 (var 1): t = −3/√(2/3) = −3.674,
+        // df = (2/3)² / ((1/3)²/2 · 2) = 4, p = 0.02131 (t table, 4 df).
+        let (t, df, p) = welch_t_test(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]).unwrap();
+        assert!((t + 3.674_234_614).abs() < 1e-6, "{t}");
+        assert!((df - 4.0).abs() < 1e-9, "{df}");
+        assert!((p - 0.021_311).abs() < 1e-4, "{p}");
+        assert!(welch_t_test(&[1.0], &[4.0, 5.0]).is_none());
+        assert!(welch_t_test(&[1.0, 1.0], &[2.0, 2.0]).is_none());
+    }
+
+    #[test]
+    fn comparison_rows_and_replication_error() {
+        let runs = |t: &[f64], d: &[f64], l: &[f64]| SchemeRuns {
+            tput_mbps: t.to_vec(),
+            delay_ms: d.to_vec(),
+            loss_pct: l.to_vec(),
+        };
+        let a = BTreeMap::from([
+            (
+                "cubic".to_owned(),
+                runs(&[10.0, 12.0], &[100.0, 100.0], &[0.0, 0.0]),
+            ),
+            ("bbr".to_owned(), runs(&[8.0], &[50.0], &[1.0])),
+            ("vegas".to_owned(), runs(&[1.0], &[1.0], &[1.0])),
+        ]);
+        let b = BTreeMap::from([
+            (
+                "cubic".to_owned(),
+                runs(&[11.0, 11.0], &[150.0, 150.0], &[0.0, 0.0]),
+            ),
+            ("bbr".to_owned(), runs(&[6.0], &[50.0], &[2.0])),
+            ("copa".to_owned(), runs(&[1.0], &[1.0], &[1.0])),
+        ]);
+        let c = compare(&a, &b);
+        assert_eq!(c.rows.len(), 6);
+        let cubic_tput = &c.rows.iter().find(|r| r.scheme == "cubic").unwrap();
+        assert_eq!(cubic_tput.mean, (11.0, 11.0));
+        assert_eq!(cubic_tput.diff_pct, Some(0.0));
+        // A single run on a side: no std dev, no test — not a "−100 %" artefact.
+        let bbr_tput = c.rows.iter().find(|r| r.scheme == "bbr").unwrap();
+        assert_eq!(bbr_tput.diff_pct, Some(-25.0));
+        assert_eq!((bbr_tput.std_dev, bbr_tput.p_value), ((None, None), None));
+        // Loss 0 → 0: mean A is 0, no % difference.
+        let cubic_loss = c
+            .rows
+            .iter()
+            .find(|r| r.scheme == "cubic" && r.metric.starts_with("loss"));
+        assert_eq!(cubic_loss.unwrap().diff_pct, None);
+        // Replication error over bbr and cubic: tput |6−8|/8 = 25 %, |11−11|/11 = 0 → 12.5 %;
+        // delay 0 % and |150−100|/100 = 50 % → 25 %; overall 18.75 %.
+        let e = c.replication_error.unwrap();
+        assert_eq!(e.schemes, 2);
+        assert!((e.throughput_pct - 12.5).abs() < 1e-12);
+        assert!((e.delay_pct - 25.0).abs() < 1e-12);
+        assert!((e.overall_pct - 18.75).abs() < 1e-12);
+        assert_eq!(
+            (c.only_in_a.clone(), c.only_in_b.clone()),
+            (vec!["vegas".to_owned()], vec!["copa".to_owned()])
+        );
+        let text = to_text(&c);
+        assert!(text.contains("<2 runs"), "{text}");
+        assert!(text.contains("overall 18.8%"), "{text}");
+    }
+}
