@@ -99,6 +99,15 @@ fn a_pantheon_archive_is_analysed_and_compared() {
     );
     assert!(stats.contains("Loss rate: 10.00%"), "{stats}");
 
+    // Pantheon's per-run plots.
+    for f in [
+        "cubic_datalink_throughput_run1.png",
+        "cubic_datalink_delay_run2.png",
+    ] {
+        let png = std::fs::read(real.0.join(f)).unwrap();
+        assert_eq!(&png[1..4], b"PNG", "{f}");
+    }
+
     let json = pantheon(&["compare", "--json"], &[&real.0, &emu.0]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let rows = v["rows"].as_array().unwrap();

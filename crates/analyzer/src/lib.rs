@@ -8,7 +8,9 @@
 //! - [`text`]: sans-IO parsers of Pantheon's and Mahimahi's text logs.
 //! - [`metrics`]: per flow and total: average throughput, 95th-percentile one-way delay and loss
 //!   rate, exactly as Pantheon defines them ([`metrics::run_stats`]).
-//! - [`report`]: Pantheon's stats text, the throughput–delay summary plots.
+//! - [`timeseries`]: a run in 500 ms bins (capacity, ingress, egress) and per-packet delays.
+//! - [`report`]: Pantheon's stats text, the throughput–delay summary plots (with 1-σ
+//!   ellipses), the per-run throughput and delay plots.
 //! - [`compare`]: two experiments side by side (means, % difference, Welch's t-test) and the
 //!   replication error.
 //!
@@ -19,5 +21,6 @@ pub mod ingest;
 pub mod metrics;
 pub mod report;
 pub mod text;
+pub mod timeseries;
 
 pub use metrics::{FlowStats, RunStats};

@@ -9,6 +9,7 @@ use plotters::prelude::*;
 use plotters::style::FontStyle;
 
 use crate::metrics::{FlowStats, RunStats};
+use crate::timeseries::TimeSeries;
 
 /// The stats block of `tunnel_graph.py`, byte for byte in its layout:
 /// `-- Total of N flow(s):`, then per flow `-- Flow k:`, each with average throughput
@@ -108,7 +109,8 @@ pub fn color_rgb(name: &str) -> RGBColor {
 
 /// Draws Pantheon's summary scatter to an SVG file: x = 95th-percentile one-way delay on a
 /// log scale, **inverted** (better = right), y = average throughput. With `mean`, one point
-/// per scheme (mean of its runs' delays and throughputs), annotated with the scheme's label.
+/// per scheme (mean of its runs' delays and throughputs), annotated with the scheme's label and
+/// surrounded by the 1-σ ellipse of its runs ([`sigma_ellipse`]).
 pub fn summary_plot(
     path: &Path,
     title: &str,
@@ -181,6 +183,21 @@ pub fn summary_plot(
         anno.label(label.clone())
             .legend(move |(x, y)| Circle::new((x + 8, y), 5, style));
         if mean {
+            // The 1-σ ellipse of the runs, computed on (delay, throughput) and drawn on the
+            // log axis (the part at positive delays).
+            if let Some(ring) = sigma_ellipse(&s.runs, 360) {
+                let ring: Vec<(f64, f64)> = ring
+                    .into_iter()
+                    .filter(|p| p.0 > 0.0)
+                    .map(|p| (-p.0.log10(), p.1.max(0.0)))
+                    .collect();
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        ring,
+                        color.stroke_width(1),
+                    )))
+                    .map_err(|e| err(e.to_string()))?;
+            }
             chart
                 .draw_series(shifted.iter().map(|&p| {
                     Text::new(
@@ -201,6 +218,244 @@ pub fn summary_plot(
         .map_err(|e| err(e.to_string()))?;
     root.present().map_err(|e| err(e.to_string()))?;
     Ok(())
+}
+
+/// Pantheon's flow colors, in order (matplotlib's `b g r y c m`).
+const FLOW_COLORS: [RGBColor; 6] = [
+    RGBColor(0, 0, 255),
+    RGBColor(0, 128, 0),
+    RGBColor(255, 0, 0),
+    RGBColor(191, 191, 0),
+    RGBColor(0, 191, 191),
+    RGBColor(191, 0, 191),
+];
+
+/// Most points a delay plot draws; above it every k-th packet is drawn (the title says so).
+pub const MAX_DELAY_POINTS: usize = 200_000;
+
+type Area<DB> = DrawingArea<DB, plotters::coord::Shift>;
+
+/// Runs `draw` on an SVG (name ending in `.svg`) or PNG file of `size` pixels.
+macro_rules! to_file {
+    ($path:expr, $size:expr, $draw:ident, $($arg:expr),*) => {{
+        register_font();
+        let path: &Path = $path;
+        let result = if path.extension().is_some_and(|e| e == "svg") {
+            $draw(SVGBackend::new(path, $size).into_drawing_area(), $($arg),*)
+        } else {
+            $draw(BitMapBackend::new(path, $size).into_drawing_area(), $($arg),*)
+        };
+        result.map_err(|message| PlotError {
+            path: path.display().to_string(),
+            message,
+        })
+    }};
+}
+
+/// Pantheon's per-run throughput plot (`<cc>_datalink_throughput_run<N>.png`): capacity as a
+/// shaded area at bin start times, each flow's ingress (dashed, at bin starts) and egress
+/// (solid, at bin ends from an initial 0), labelled with their means; SVG or PNG by extension.
+pub fn throughput_plot(path: &Path, ts: &TimeSeries) -> Result<(), PlotError> {
+    to_file!(path, (1200, 600), draw_throughput, ts)
+}
+
+fn draw_throughput<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let bin_s = ts.bin_ms / 1000.0;
+    let t_max = (ts.bins as f64 * bin_s).max(bin_s);
+    let y_max = ts
+        .flows
+        .values()
+        .flat_map(|f| f.ingress.iter().chain(&f.egress))
+        .chain(ts.capacity.iter().flatten())
+        .fold(0.0f64, |m, v| m.max(*v))
+        .max(1e-3)
+        * 1.1;
+    let title = match ts.capacity_mean {
+        Some(c) => format!("Average capacity {c:.2} Mbit/s (shaded region)"),
+        None => String::new(),
+    };
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_max, 0.0..y_max)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("Time (s)")
+        .y_desc("Throughput (Mbit/s)")
+        .draw()
+        .map_err(e)?;
+    if let Some(cap) = &ts.capacity {
+        let linen = RGBColor(250, 240, 230);
+        chart
+            .draw_series(AreaSeries::new(
+                cap.iter().enumerate().map(|(i, v)| (i as f64 * bin_s, *v)),
+                0.0,
+                linen.filled(),
+            ))
+            .map_err(e)?;
+    }
+    for (k, (flow, f)) in ts.flows.iter().enumerate() {
+        let color = FLOW_COLORS[k % FLOW_COLORS.len()];
+        chart
+            .draw_series(DashedLineSeries::new(
+                f.ingress
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (i as f64 * bin_s, *v)),
+                6,
+                4,
+                color.stroke_width(2),
+            ))
+            .map_err(e)?
+            .label(format!(
+                "Flow {flow} ingress (mean {:.2} Mbit/s)",
+                f.ingress_mean
+            ))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+        let egress = std::iter::once((0.0, 0.0)).chain(
+            f.egress
+                .iter()
+                .enumerate()
+                .map(|(i, v)| ((i + 1) as f64 * bin_s, *v)),
+        );
+        chart
+            .draw_series(LineSeries::new(egress, color.stroke_width(2)))
+            .map_err(e)?
+            .label(format!(
+                "Flow {flow} egress (mean {:.2} Mbit/s)",
+                f.egress_mean
+            ))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.85))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)
+}
+
+/// Pantheon's per-run delay plot (`<cc>_datalink_delay_run<N>.png`): every received packet's
+/// one-way delay against time, per flow, labelled with its 95th percentile; beyond
+/// [`MAX_DELAY_POINTS`] packets every k-th is drawn. SVG or PNG by extension.
+pub fn delay_plot(path: &Path, ts: &TimeSeries) -> Result<(), PlotError> {
+    to_file!(path, (1200, 600), draw_delay, ts)
+}
+
+fn draw_delay<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let total: usize = ts.flows.values().map(|f| f.delays.len()).sum();
+    let stride = total.div_ceil(MAX_DELAY_POINTS).max(1);
+    let pts = || ts.flows.values().flat_map(|f| f.delays.iter());
+    let t_max = pts().map(|p| p.0).fold(1.0f64, f64::max).ceil();
+    let (d_min, d_max) = pts().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+        (lo.min(p.1), hi.max(p.1))
+    });
+    let (d_min, d_max) = if total == 0 {
+        (0.0, 1.0)
+    } else {
+        (d_min.min(0.0), d_max.max(1e-3) * 1.05)
+    };
+    let caption = if stride > 1 {
+        format!("every {stride}th of {total} packets shown")
+    } else {
+        String::new()
+    };
+    let mut chart = ChartBuilder::on(&root)
+        .caption(caption, ("sans-serif", 16))
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_max, d_min..d_max)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("Time (s)")
+        .y_desc("Per-packet one-way delay (ms)")
+        .draw()
+        .map_err(e)?;
+    for (k, (flow, f)) in ts.flows.iter().enumerate() {
+        let color = FLOW_COLORS[k % FLOW_COLORS.len()];
+        let label = match f.p95_delay_ms {
+            Some(p) => format!("Flow {flow} (95th percentile {p:.2} ms)"),
+            None => format!("Flow {flow}"),
+        };
+        chart
+            .draw_series(
+                f.delays
+                    .iter()
+                    .step_by(stride)
+                    .map(|&p| Circle::new(p, 1, color.filled())),
+            )
+            .map_err(e)?
+            .label(label)
+            .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.85))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)
+}
+
+/// The 1-σ ellipse of a scheme's runs, as the Pantheon paper's figures
+/// (`ellipsemaker`): centred at the mean of the (delay, throughput) points, semi-axes the
+/// square roots of the eigenvalues of their sample covariance, along its eigenvectors;
+/// `points` points around it. `None` for fewer than two runs.
+pub fn sigma_ellipse(runs: &[(f64, f64)], points: usize) -> Option<Vec<(f64, f64)>> {
+    if runs.len() < 2 {
+        return None;
+    }
+    let n = runs.len() as f64;
+    let (mx, my) = (
+        runs.iter().map(|p| p.0).sum::<f64>() / n,
+        runs.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let cov = |f: &dyn Fn(&(f64, f64)) -> f64| runs.iter().map(f).sum::<f64>() / (n - 1.0);
+    let (a, b, c) = (
+        cov(&|p| (p.0 - mx).powi(2)),
+        cov(&|p| (p.0 - mx) * (p.1 - my)),
+        cov(&|p| (p.1 - my).powi(2)),
+    );
+    // Eigen-decomposition of [[a, b], [b, c]].
+    let half_trace = (a + c) / 2.0;
+    let root = (((a - c) / 2.0).powi(2) + b * b).sqrt();
+    let (l1, l2) = (half_trace + root, (half_trace - root).max(0.0));
+    let angle = if b == 0.0 {
+        if a >= c {
+            0.0
+        } else {
+            std::f64::consts::FRAC_PI_2
+        }
+    } else {
+        (l1 - a).atan2(b)
+    };
+    let (r1, r2) = (l1.sqrt(), l2.sqrt());
+    Some(
+        (0..=points)
+            .map(|i| {
+                let t = i as f64 / points as f64 * std::f64::consts::TAU;
+                let (x, y) = (r1 * t.cos(), r2 * t.sin());
+                (
+                    mx + x * angle.cos() - y * angle.sin(),
+                    my + x * angle.sin() + y * angle.cos(),
+                )
+            })
+            .collect(),
+    )
 }
 
 fn format_delay(ms: f64) -> String {
@@ -295,6 +550,62 @@ mod tests {
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.contains("TCP Cubic") && svg.contains("TCP BBR"));
         assert!(svg.contains("Average throughput"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn sigma_ellipse_has_the_covariance_axes() {
+        // Points (±2, 0) and (0, ±1) around (10, 5): variances 8/3 and 2/3, no covariance, so
+        // semi-axes √(8/3) along delay and √(2/3) along throughput.
+        let runs = [(12.0, 5.0), (8.0, 5.0), (10.0, 6.0), (10.0, 4.0)];
+        let ring = sigma_ellipse(&runs, 4).unwrap();
+        let (a, b) = ((8.0f64 / 3.0).sqrt(), (2.0f64 / 3.0).sqrt());
+        let close =
+            |p: (f64, f64), q: (f64, f64)| (p.0 - q.0).abs() < 1e-9 && (p.1 - q.1).abs() < 1e-9;
+        assert!(close(ring[0], (10.0 + a, 5.0)), "{:?}", ring[0]);
+        assert!(close(ring[1], (10.0, 5.0 + b)), "{:?}", ring[1]);
+        // Perfectly correlated runs: a degenerate ellipse along the line y = x.
+        let ring = sigma_ellipse(&[(1.0, 1.0), (3.0, 3.0)], 4).unwrap();
+        assert!(close(ring[1], (2.0, 2.0)), "{:?}", ring[1]);
+        assert!((ring[0].0 - ring[0].1).abs() < 1e-9);
+        assert!(sigma_ellipse(&[(1.0, 1.0)], 4).is_none());
+    }
+
+    #[test]
+    fn per_run_plots_in_svg_and_png() {
+        let dir = std::env::temp_dir().join(format!("ts-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let arrivals = polars::df!(
+            "flow" => [1u32, 1, 2], "t_ms" => [100.0, 600.0, 700.0], "size" => [1500u64, 1500, 500]
+        )
+        .unwrap();
+        let departures = polars::df!(
+            "flow" => [1u32, 1], "t_ms" => [150.0, 650.0], "size" => [1500u64, 1500],
+            "delay" => [Some(50.0), Some(50.0)]
+        )
+        .unwrap();
+        let opp = polars::df!("t_ms" => [0.0, 999.0], "size" => [1500u64, 1500]).unwrap();
+        let ts = crate::timeseries::time_series(&arrivals, &departures, Some(&opp), 500.0).unwrap();
+        for name in ["t.svg", "t.png", "d.svg", "d.png"] {
+            let path = dir.join(name);
+            if name.starts_with('t') {
+                throughput_plot(&path, &ts).unwrap();
+            } else {
+                delay_plot(&path, &ts).unwrap();
+            }
+            let bytes = std::fs::read(&path).unwrap();
+            if name.ends_with(".png") {
+                assert_eq!(&bytes[1..4], b"PNG", "{name}");
+            } else {
+                let svg = String::from_utf8(bytes).unwrap();
+                let want = if name.starts_with('t') {
+                    "Flow 1 egress (mean 0.05 Mbit/s)"
+                } else {
+                    "Flow 1 (95th percentile 50.00 ms)"
+                };
+                assert!(svg.contains(want), "{name}: {want}");
+            }
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,5 +1,6 @@
 //! `pantheon analyze DIR`: every run's logs → `<scheme>_stats_run<N>.log`,
-//! `pantheon_perf.json`, `pantheon_summary.md` (also printed), `pantheon_summary.svg` and
+//! `<scheme>_datalink_{throughput,delay}_run<N>.png`, `pantheon_perf.json`,
+//! `pantheon_summary.md` (also printed), `pantheon_summary.svg` and
 //! `pantheon_summary_mean.svg`.
 
 use std::collections::BTreeMap;
@@ -99,6 +100,9 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
                             ));
                         }
                         rr.stats = Some(stats);
+                        if let Err(e) = run_plots(dir, scheme, run_id, &frames) {
+                            rr.flags.push(format!("plots not drawn: {e:#}"));
+                        }
                     }
                     Err(e) => {
                         rr.status = "failed".into();
@@ -246,6 +250,31 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
         true,
     )?;
     Ok(md)
+}
+
+/// Pantheon's per-run plots: `<scheme>_datalink_throughput_run<N>.png` (500 ms bins) and
+/// `<scheme>_datalink_delay_run<N>.png`.
+fn run_plots(
+    dir: &Path,
+    scheme: &str,
+    run_id: u32,
+    frames: &analyzer::ingest::RunFrames,
+) -> anyhow::Result<()> {
+    let ts = analyzer::timeseries::time_series(
+        &frames.arrivals,
+        &frames.departures,
+        frames.opportunities.as_ref(),
+        500.0,
+    )?;
+    report::throughput_plot(
+        &dir.join(format!("{scheme}_datalink_throughput_run{run_id}.png")),
+        &ts,
+    )?;
+    report::delay_plot(
+        &dir.join(format!("{scheme}_datalink_delay_run{run_id}.png")),
+        &ts,
+    )?;
+    Ok(())
 }
 
 fn flow_json(f: &analyzer::FlowStats) -> Value {

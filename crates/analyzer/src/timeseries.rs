@@ -1,0 +1,236 @@
+//! A run over time, as Pantheon's `tunnel_graph.py` draws it (reference `pantheon.md` §4.3):
+//! throughput in bins (500 ms by default) of the capacity, of each flow's ingress (packets
+//! entering the path) and egress (packets leaving it), and every packet's one-way delay.
+//!
+//! Bins count from the first event of any kind (`first_ts`): bin = ⌊(t − first_ts) ÷ bin⌋; a
+//! bin's value is its bits ÷ its length, Mbit/s.
+
+use std::collections::BTreeMap;
+
+use polars::prelude::*;
+
+use crate::metrics::throughput_mbps;
+
+/// One flow over time.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FlowSeries {
+    /// Ingress throughput per bin, Mbit/s (bins from 0 to the run's last).
+    pub ingress: Vec<f64>,
+    /// Egress throughput per bin, Mbit/s.
+    pub egress: Vec<f64>,
+    /// Mean ingress throughput (bits over first → last arrival), Mbit/s.
+    pub ingress_mean: f64,
+    /// Mean egress throughput (the flow's average throughput), Mbit/s.
+    pub egress_mean: f64,
+    /// Each received packet: seconds since `first_ts` and one-way delay (ms), in time order;
+    /// packets without a known delay are left out.
+    pub delays: Vec<(f64, f64)>,
+    /// 95th-percentile one-way delay (nearest rank), ms.
+    pub p95_delay_ms: Option<f64>,
+}
+
+/// A run over time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeSeries {
+    /// Bin length, ms.
+    pub bin_ms: f64,
+    /// Time of the first event of any kind, ms (the frames' clock).
+    pub first_ms: f64,
+    /// Number of bins.
+    pub bins: usize,
+    /// Capacity per bin, Mbit/s, when the link's opportunities are known.
+    pub capacity: Option<Vec<f64>>,
+    /// Average capacity, Mbit/s.
+    pub capacity_mean: Option<f64>,
+    /// Per flow.
+    pub flows: BTreeMap<u32, FlowSeries>,
+}
+
+fn column_f64(df: &DataFrame, name: &str) -> PolarsResult<Vec<f64>> {
+    let c = df.column(name)?.cast(&DataType::Float64)?;
+    let c = c.f64()?;
+    Ok((0..c.len()).map(|i| c.get(i).unwrap_or(f64::NAN)).collect())
+}
+
+/// Bits per bin of `df` (`t_ms`, `size`, and `flow` when `by_flow`), grouped by flow.
+fn binned(
+    df: &DataFrame,
+    by_flow: bool,
+    first_ms: f64,
+    bin_ms: f64,
+    bins: usize,
+) -> PolarsResult<BTreeMap<u32, Vec<f64>>> {
+    let flow = if by_flow { col("flow") } else { lit(0u32) };
+    let g = df
+        .clone()
+        .lazy()
+        .select([
+            flow.cast(DataType::UInt32).alias("flow"),
+            // Times are ≥ first_ms, so the cast's truncation is the floor.
+            ((col("t_ms") - lit(first_ms)) / lit(bin_ms))
+                .cast(DataType::UInt32)
+                .alias("bin"),
+            col("size").cast(DataType::Float64).alias("bytes"),
+        ])
+        .group_by([col("flow"), col("bin")])
+        .agg([col("bytes").sum()])
+        .collect()?;
+    let flows = g.column("flow")?.u32()?.clone();
+    let bin = g.column("bin")?.u32()?.clone();
+    let bytes = g.column("bytes")?.f64()?.clone();
+    let mut out: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for i in 0..g.height() {
+        let (Some(f), Some(b), Some(v)) = (flows.get(i), bin.get(i), bytes.get(i)) else {
+            continue;
+        };
+        let series = out.entry(f).or_insert_with(|| vec![0.0; bins]);
+        if let Some(slot) = series.get_mut(b as usize) {
+            *slot = throughput_mbps(v, bin_ms);
+        }
+    }
+    Ok(out)
+}
+
+/// Computes the time series of a run from its frames (see [`crate::ingest::RunFrames`]).
+pub fn time_series(
+    arrivals: &DataFrame,
+    departures: &DataFrame,
+    opportunities: Option<&DataFrame>,
+    bin_ms: f64,
+) -> PolarsResult<TimeSeries> {
+    let times = |df: &DataFrame| -> PolarsResult<(f64, f64)> {
+        let t = df.column("t_ms")?.f64()?;
+        Ok((
+            t.min().unwrap_or(f64::INFINITY),
+            t.max().unwrap_or(f64::NEG_INFINITY),
+        ))
+    };
+    let mut spans = vec![times(arrivals)?, times(departures)?];
+    if let Some(o) = opportunities {
+        spans.push(times(o)?);
+    }
+    let first_ms = spans.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
+    let last_ms = spans.iter().map(|s| s.1).fold(f64::NEG_INFINITY, f64::max);
+    let (first_ms, bins) = if first_ms.is_finite() && last_ms >= first_ms {
+        (
+            first_ms,
+            ((last_ms - first_ms) / bin_ms).floor() as usize + 1,
+        )
+    } else {
+        (0.0, 0)
+    };
+    let ingress = binned(arrivals, true, first_ms, bin_ms, bins)?;
+    let egress = binned(departures, true, first_ms, bin_ms, bins)?;
+    let (capacity, capacity_mean) = match opportunities {
+        Some(o) => (
+            binned(o, false, first_ms, bin_ms, bins)?.remove(&0),
+            crate::metrics::capacity_mbps(o)?,
+        ),
+        None => (None, None),
+    };
+    let mut flows: BTreeMap<u32, FlowSeries> = BTreeMap::new();
+    for (f, v) in ingress {
+        flows.entry(f).or_default().ingress = v;
+    }
+    for (f, v) in egress {
+        flows.entry(f).or_default().egress = v;
+    }
+    // Means and delays per flow.
+    let mean_of = |df: &DataFrame, flow: u32| -> PolarsResult<f64> {
+        let sel = df
+            .clone()
+            .lazy()
+            .filter(col("flow").cast(DataType::UInt32).eq(lit(flow)))
+            .select([
+                col("size").cast(DataType::Float64).sum().alias("bytes"),
+                (col("t_ms").max() - col("t_ms").min()).alias("span"),
+            ])
+            .collect()?;
+        let bytes = column_f64(&sel, "bytes")?.first().copied().unwrap_or(0.0);
+        let span = column_f64(&sel, "span")?.first().copied().unwrap_or(0.0);
+        Ok(throughput_mbps(
+            bytes,
+            if span.is_nan() { 0.0 } else { span },
+        ))
+    };
+    let flow_ids: Vec<u32> = flows.keys().copied().collect();
+    for f in flow_ids {
+        let d = departures
+            .clone()
+            .lazy()
+            .filter(
+                col("flow")
+                    .cast(DataType::UInt32)
+                    .eq(lit(f))
+                    .and(col("delay").is_not_null()),
+            )
+            .select([col("t_ms"), col("delay")])
+            .sort(["t_ms"], SortMultipleOptions::default())
+            .collect()?;
+        let t = column_f64(&d, "t_ms")?;
+        let delay = column_f64(&d, "delay")?;
+        let mut sorted = delay.clone();
+        sorted.sort_by(f64::total_cmp);
+        let p95 = (!sorted.is_empty()).then(|| {
+            // Nearest rank as numpy's 'nearest': index round(0.95·(n−1)).
+            sorted[(0.95 * (sorted.len() - 1) as f64).round() as usize]
+        });
+        let series = flows.get_mut(&f).expect("flow ids from the map");
+        series.ingress_mean = mean_of(arrivals, f)?;
+        series.egress_mean = mean_of(departures, f)?;
+        series.delays = t
+            .iter()
+            .zip(&delay)
+            .map(|(t, d)| ((t - first_ms) / 1000.0, *d))
+            .collect();
+        series.p95_delay_ms = p95;
+        for v in [&mut series.ingress, &mut series.egress] {
+            v.resize(bins, 0.0);
+        }
+    }
+    Ok(TimeSeries {
+        bin_ms,
+        first_ms,
+        bins,
+        capacity,
+        capacity_mean,
+        flows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_from_the_first_event_of_any_kind() {
+        // Opportunities from t = 0; flow 1 sends 1500 B at 100 and 600 ms, both arrive 50 ms
+        // later; flow 2 sends one packet of 500 B at 700 ms, lost. Bins of 500 ms.
+        let arrivals = df!(
+            "flow" => [1u32, 1, 2], "t_ms" => [100.0, 600.0, 700.0], "size" => [1500u64, 1500, 500]
+        )
+        .unwrap();
+        let departures = df!(
+            "flow" => [1u32, 1], "t_ms" => [150.0, 650.0], "size" => [1500u64, 1500],
+            "delay" => [Some(50.0), Some(50.0)]
+        )
+        .unwrap();
+        let opp = df!("t_ms" => [0.0, 499.0, 999.0], "size" => [1500u64, 1500, 1500]).unwrap();
+        let ts = time_series(&arrivals, &departures, Some(&opp), 500.0).unwrap();
+        assert_eq!((ts.first_ms, ts.bins), (0.0, 2));
+        // 1500 B in 500 ms = 0.024 Mbit/s.
+        let one = 1500.0 * 8.0 / 500_000.0;
+        assert_eq!(ts.capacity.as_deref(), Some(&[2.0 * one, one][..]));
+        let f1 = &ts.flows[&1];
+        assert_eq!(f1.ingress, [one, one]);
+        assert_eq!(f1.egress, [one, one]);
+        assert_eq!(f1.delays, [(0.15, 50.0), (0.65, 50.0)]);
+        assert_eq!(f1.p95_delay_ms, Some(50.0));
+        // Mean egress: 3000 B over 500 ms.
+        assert!((f1.egress_mean - 3000.0 * 8.0 / 500_000.0).abs() < 1e-12);
+        let f2 = &ts.flows[&2];
+        assert_eq!(f2.ingress, [0.0, 500.0 * 8.0 / 500_000.0]);
+        assert_eq!(f2.egress, [0.0, 0.0]);
+        assert_eq!(f2.p95_delay_ms, None);
+    }
+}
