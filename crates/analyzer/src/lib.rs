@@ -14,13 +14,20 @@
 //! - [`compare`]: two experiments side by side (means, % difference, Welch's t-test) and the
 //!   replication error.
 //!
-//! Polars lives only in this crate: it is most of the workspace's build time.
+//! Polars lives only in this crate: it is most of the workspace's build time. Without the
+//! default feature `frames` only [`text`] is built (the fuzz targets use that).
 
+#[cfg(feature = "frames")]
 pub mod compare;
+#[cfg(feature = "frames")]
 pub mod ingest;
+#[cfg(feature = "frames")]
 pub mod metrics;
+#[cfg(feature = "frames")]
 pub mod report;
 pub mod text;
+#[cfg(feature = "frames")]
 pub mod timeseries;
 
+#[cfg(feature = "frames")]
 pub use metrics::{FlowStats, RunStats};

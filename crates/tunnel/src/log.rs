@@ -277,10 +277,17 @@ pub fn read_log(path: &Path) -> Result<LogFile, ReadError> {
             path: path.to_owned(),
             source,
         })?;
-    let header = Header::decode(&bytes).map_err(|source| ReadError::Format {
+    parse_log(&bytes).map_err(|source| ReadError::Format {
         path: path.to_owned(),
         source,
-    })?;
+    })
+}
+
+/// Parses a whole log from its bytes (sans-IO form of [`read_log`]): errors only if the
+/// header is unusable; a truncated or corrupt record ends the records and is reported in
+/// [`LogFile::stopped_at`] with its byte offset.
+pub fn parse_log(bytes: &[u8]) -> Result<LogFile, FormatError> {
+    let header = Header::decode(bytes)?;
     let body = &bytes[HEADER_LEN..];
     let mut records = Vec::with_capacity(body.len() / RECORD_LEN);
     let mut stopped_at = None;
