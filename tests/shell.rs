@@ -85,6 +85,15 @@ fn pshell_namespaces() -> Vec<String> {
         .collect()
 }
 
+/// The `time=` values of ping's output, ms.
+fn ping_rtts(stdout: &str) -> Vec<f64> {
+    stdout
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -122,11 +131,7 @@ fn command_runs_over_the_path_with_mahimahis_environment_logs_and_status() {
         "{stdout}"
     );
     // RTT = 2 × 10 ms + up to 1 ms per link direction (+ wake-up latency).
-    let rtts: Vec<f64> = stdout
-        .lines()
-        .filter_map(|l| l.split("time=").nth(1))
-        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
-        .collect();
+    let rtts = ping_rtts(&stdout);
     assert_eq!(rtts.len(), 5, "{stdout}");
     for r in &rtts {
         assert!((20.0..23.5).contains(r), "RTT {r} ms: {stdout}");
@@ -330,11 +335,7 @@ fn a_named_emulator_runs_and_ack_aggregation_spreads_the_rtt() {
     ]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    let rtts: Vec<f64> = stdout
-        .lines()
-        .filter_map(|l| l.split("time=").nth(1))
-        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
-        .collect();
+    let rtts = ping_rtts(&stdout);
     assert_eq!(rtts.len(), 10, "{stdout}");
     // 40 ms of delay plus a wait of up to 20 ms for the next release.
     for r in &rtts {

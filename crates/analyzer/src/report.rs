@@ -209,15 +209,28 @@ pub fn summary_plot(
                 .map_err(|e| err(e.to_string()))?;
         }
     }
+    legend(&mut chart, SeriesLabelPosition::UpperLeft).map_err(|e| err(e.to_string()))?;
+    root.present().map_err(|e| err(e.to_string()))?;
+    Ok(())
+}
+
+/// The legend box of every plot here, at `position`.
+type Chart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+fn legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    position: SeriesLabelPosition,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     chart
         .configure_series_labels()
         .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .position(position)
         .draw()
-        .map_err(|e| err(e.to_string()))?;
-    root.present().map_err(|e| err(e.to_string()))?;
-    Ok(())
 }
 
 /// Pantheon's flow colors, in order (matplotlib's `b g r y c m`).
@@ -334,13 +347,7 @@ fn draw_throughput<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Resul
                 PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
             });
     }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.85))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(e)?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
     root.present().map_err(e)
 }
 
@@ -401,13 +408,7 @@ fn draw_delay<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Result<(),
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.85))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(e)?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
     root.present().map_err(e)
 }
 

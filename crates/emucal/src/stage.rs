@@ -287,11 +287,48 @@ impl LinkStage {
     }
 }
 
+/// Packets held until release times that never decrease (so the head leaves first).
+#[derive(Debug, Default)]
+struct ReleaseQueue(VecDeque<(u64, Packet)>);
+
+impl ReleaseQueue {
+    fn push(&mut self, release: u64, pkt: Packet) {
+        self.0.push_back((release, pkt));
+    }
+    fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
+        match self.0.front() {
+            Some((t, _)) if *t <= now => self.0.pop_front(),
+            _ => None,
+        }
+    }
+    fn next_release(&self) -> Option<u64> {
+        self.0.front().map(|(t, _)| *t)
+    }
+}
+
+/// The packets a stage let through (at the time they reached it) and how many it dropped:
+/// the state of every stage that only passes or drops (loss, on/off, policer).
+#[derive(Debug, Default)]
+struct Passed {
+    out: VecDeque<(u64, Packet)>,
+    dropped: u64,
+}
+
+impl Passed {
+    fn admit(&mut self, pass: bool, t: u64, pkt: Packet) {
+        if pass {
+            self.out.push_back((t, pkt));
+        } else {
+            self.dropped += 1;
+        }
+    }
+}
+
 /// `mm-delay D`: every packet leaves exactly `delay` after it arrived, in order.
 #[derive(Debug)]
 pub struct DelayStage {
     delay: u64,
-    fifo: VecDeque<(u64, Packet)>,
+    fifo: ReleaseQueue,
 }
 
 impl DelayStage {
@@ -299,7 +336,7 @@ impl DelayStage {
     pub fn new(delay_ns: u64) -> DelayStage {
         DelayStage {
             delay: delay_ns,
-            fifo: VecDeque::new(),
+            fifo: ReleaseQueue::default(),
         }
     }
 }
@@ -307,18 +344,15 @@ impl DelayStage {
 impl DelayStage {
     /// Hands the stage a packet arriving at `t`; it will leave at `t + delay`.
     pub fn push(&mut self, t: u64, pkt: Packet) {
-        self.fifo.push_back((t + self.delay, pkt));
+        self.fifo.push(t + self.delay, pkt);
     }
     /// Takes the head packet if its release time is ≤ `now`.
     pub fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
-        match self.fifo.front() {
-            Some((t, _)) if *t <= now => self.fifo.pop_front(),
-            _ => None,
-        }
+        self.fifo.pop_due(now)
     }
     /// Release time of the head packet.
     pub fn next_wakeup(&self) -> Option<u64> {
-        self.fifo.front().map(|(t, _)| *t)
+        self.fifo.next_release()
     }
 }
 
@@ -327,8 +361,7 @@ impl DelayStage {
 pub struct LossStage {
     rate: f64,
     rng: SmallRng,
-    out: VecDeque<(u64, Packet)>,
-    dropped: u64,
+    passed: Passed,
 }
 
 impl LossStage {
@@ -337,8 +370,7 @@ impl LossStage {
         LossStage {
             rate,
             rng: SmallRng::seed_from_u64(seed),
-            out: VecDeque::new(),
-            dropped: 0,
+            passed: Passed::default(),
         }
     }
 }
@@ -346,20 +378,17 @@ impl LossStage {
 impl LossStage {
     /// Drops the packet with probability `rate`, else passes it on unchanged at `t`.
     pub fn push(&mut self, t: u64, pkt: Packet) {
-        if self.rng.random::<f64>() < self.rate {
-            self.dropped += 1;
-        } else {
-            self.out.push_back((t, pkt));
-        }
+        let lost = self.rng.random::<f64>() < self.rate;
+        self.passed.admit(!lost, t, pkt);
     }
     /// Packets dropped so far.
     pub fn dropped(&self) -> u64 {
-        self.dropped
+        self.passed.dropped
     }
 
     /// Takes the next surviving packet.
     pub fn pop_due(&mut self, _now: u64) -> Option<(u64, Packet)> {
-        self.out.pop_front()
+        self.passed.out.pop_front()
     }
 }
 
@@ -378,8 +407,7 @@ pub struct SwitchStage {
     mean_off_ms: f64,
     random: bool,
     rng: SmallRng,
-    out: VecDeque<(u64, Packet)>,
-    dropped: u64,
+    passed: Passed,
 }
 
 /// Longest on or off period of `mm-onoff`, ms (Mahimahi's cap).
@@ -396,8 +424,7 @@ impl SwitchStage {
             mean_off_ms: mean_off_s * 1000.0,
             random,
             rng: SmallRng::seed_from_u64(seed),
-            out: VecDeque::new(),
-            dropped: 0,
+            passed: Passed::default(),
         }
     }
 
@@ -423,16 +450,12 @@ impl SwitchStage {
     /// Passes the packet on at `t` if the link is on at `t`, else drops it.
     pub fn push(&mut self, t: u64, pkt: Packet) {
         self.advance(t);
-        if self.on {
-            self.out.push_back((t, pkt));
-        } else {
-            self.dropped += 1;
-        }
+        self.passed.admit(self.on, t, pkt);
     }
 
     /// Takes the next packet that got through.
     pub fn pop_due(&mut self, _now: u64) -> Option<(u64, Packet)> {
-        self.out.pop_front()
+        self.passed.out.pop_front()
     }
 }
 
@@ -448,8 +471,7 @@ pub struct PolicerStage {
     burst: f64,
     tokens: f64,
     last: u64,
-    out: VecDeque<(u64, Packet)>,
-    dropped: u64,
+    passed: Passed,
 }
 
 impl PolicerStage {
@@ -461,8 +483,7 @@ impl PolicerStage {
             burst: burst_bytes as f64,
             tokens: burst_bytes as f64,
             last: 0,
-            out: VecDeque::new(),
-            dropped: 0,
+            passed: Passed::default(),
         }
     }
 
@@ -472,17 +493,16 @@ impl PolicerStage {
             (self.tokens + t.saturating_sub(self.last) as f64 * self.rate).min(self.burst);
         self.last = t;
         let len = pkt.len() as f64;
-        if self.tokens >= len {
+        let pass = self.tokens >= len;
+        if pass {
             self.tokens -= len;
-            self.out.push_back((t, pkt));
-        } else {
-            self.dropped += 1;
         }
+        self.passed.admit(pass, t, pkt);
     }
 
     /// Takes the next packet that got through.
     pub fn pop_due(&mut self, _now: u64) -> Option<(u64, Packet)> {
-        self.out.pop_front()
+        self.passed.out.pop_front()
     }
 }
 
@@ -492,7 +512,7 @@ impl PolicerStage {
 #[derive(Debug)]
 pub struct AggregateStage {
     interval: u64,
-    fifo: VecDeque<(u64, Packet)>,
+    fifo: ReleaseQueue,
 }
 
 impl AggregateStage {
@@ -500,22 +520,19 @@ impl AggregateStage {
     pub fn new(interval_ns: u64) -> AggregateStage {
         AggregateStage {
             interval: interval_ns.max(1),
-            fifo: VecDeque::new(),
+            fifo: ReleaseQueue::default(),
         }
     }
 
     /// Holds the packet until the next release time at or after `t`.
     pub fn push(&mut self, t: u64, pkt: Packet) {
         self.fifo
-            .push_back((t.div_ceil(self.interval) * self.interval, pkt));
+            .push(t.div_ceil(self.interval) * self.interval, pkt);
     }
 
     /// Takes the head packet if its release time is ≤ `now`.
     pub fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
-        match self.fifo.front() {
-            Some((t, _)) if *t <= now => self.fifo.pop_front(),
-            _ => None,
-        }
+        self.fifo.pop_due(now)
     }
 }
 
@@ -559,33 +576,43 @@ impl AnyStage {
             AnyStage::Aggregate(s) => s.pop_due(now),
         }
     }
+    /// The pass-or-drop state of a stage that has one.
+    fn passed(&self) -> Option<&Passed> {
+        match self {
+            AnyStage::Loss(LossStage { passed, .. })
+            | AnyStage::Switch(SwitchStage { passed, .. })
+            | AnyStage::Policer(PolicerStage { passed, .. }) => Some(passed),
+            AnyStage::Link(_) | AnyStage::Delay(_) | AnyStage::Aggregate(_) => None,
+        }
+    }
+    /// The release queue of a stage that holds packets until a time.
+    fn releases(&self) -> Option<&ReleaseQueue> {
+        match self {
+            AnyStage::Delay(DelayStage { fifo, .. })
+            | AnyStage::Aggregate(AggregateStage { fifo, .. }) => Some(fifo),
+            _ => None,
+        }
+    }
     fn next_wakeup(&self) -> Option<u64> {
         match self {
             AnyStage::Link(s) => s.next_wakeup(),
-            AnyStage::Delay(DelayStage { fifo, .. })
-            | AnyStage::Aggregate(AggregateStage { fifo, .. }) => fifo.front().map(|(t, _)| *t),
-            AnyStage::Loss(LossStage { out, .. })
-            | AnyStage::Switch(SwitchStage { out, .. })
-            | AnyStage::Policer(PolicerStage { out, .. }) => (!out.is_empty()).then_some(0),
+            s => match (s.releases(), s.passed()) {
+                (Some(r), _) => r.next_release(),
+                (_, Some(p)) => (!p.out.is_empty()).then_some(0),
+                _ => None,
+            },
         }
     }
     fn held(&self) -> usize {
         match self {
             AnyStage::Link(s) => s.held(),
-            AnyStage::Delay(DelayStage { fifo, .. })
-            | AnyStage::Aggregate(AggregateStage { fifo, .. }) => fifo.len(),
-            AnyStage::Loss(LossStage { out, .. })
-            | AnyStage::Switch(SwitchStage { out, .. })
-            | AnyStage::Policer(PolicerStage { out, .. }) => out.len(),
+            s => s.releases().map_or(0, |r| r.0.len()) + s.passed().map_or(0, |p| p.out.len()),
         }
     }
     fn dropped(&self) -> u64 {
         match self {
             AnyStage::Link(s) => s.dropped(),
-            AnyStage::Delay(_) | AnyStage::Aggregate(_) => 0,
-            AnyStage::Loss(s) => s.dropped,
-            AnyStage::Switch(s) => s.dropped,
-            AnyStage::Policer(s) => s.dropped,
+            s => s.passed().map_or(0, |p| p.dropped),
         }
     }
 }
@@ -914,7 +941,7 @@ mod tests {
         for i in 0..n {
             s.push(i * MS, vec![0]);
         }
-        let lost = s.dropped as f64 / n as f64;
+        let lost = s.passed.dropped as f64 / n as f64;
         assert!((0.35..0.65).contains(&lost), "lost {lost}");
     }
 
