@@ -108,6 +108,19 @@ fn a_pantheon_archive_is_analysed_and_compared() {
         assert_eq!(&png[1..4], b"PNG", "{f}");
     }
 
+    // The report: Pantheon's sections in one file, the run's plots inside it.
+    let html = std::fs::read_to_string(real.0.join("pantheon_report.html")).unwrap();
+    for want in [
+        "Tested in mahimahi: mm-link 12mbps.trace 12mbps.trace",
+        "Repeated the test of 1 congestion control scheme twice.",
+        "Each test lasted for 2 seconds running 1 flow.",
+        "Run 2: Statistics of TCP Cubic",
+        "Average capacity: 12.01 Mbit/s",
+        "data:image/png;base64,",
+    ] {
+        assert!(html.contains(want), "{want}");
+    }
+
     let json = pantheon(&["compare", "--json"], &[&real.0, &emu.0]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let rows = v["rows"].as_array().unwrap();

@@ -11,6 +11,7 @@
 //! - [`timeseries`]: a run in 500 ms bins (capacity, ingress, egress) and per-packet delays.
 //! - [`report`]: Pantheon's stats text, the throughput–delay summary plots (with 1-σ
 //!   ellipses), the per-run throughput and delay plots.
+//! - [`html`]: `pantheon_report.html`, Pantheon's report as one self-contained file.
 //! - [`compare`]: two experiments side by side (means, % difference, Welch's t-test) and the
 //!   replication error.
 //!
@@ -19,6 +20,8 @@
 
 #[cfg(feature = "frames")]
 pub mod compare;
+#[cfg(feature = "frames")]
+pub mod html;
 #[cfg(feature = "frames")]
 pub mod ingest;
 #[cfg(feature = "frames")]

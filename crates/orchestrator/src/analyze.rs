@@ -1,7 +1,7 @@
 //! `pantheon analyze DIR`: every run's logs → `<scheme>_stats_run<N>.log`,
 //! `<scheme>_datalink_{throughput,delay}_run<N>.png`, `pantheon_perf.json`,
-//! `pantheon_summary.md` (also printed), `pantheon_summary.svg` and
-//! `pantheon_summary_mean.svg`.
+//! `pantheon_summary.md` (also printed), `pantheon_summary.svg`,
+//! `pantheon_summary_mean.svg` and `pantheon_report.html`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -249,7 +249,154 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
         &points,
         true,
     )?;
+    write_html_report(dir, &meta, &results, registry)?;
     Ok(md)
+}
+
+/// `pantheon_report.html`: Pantheon's report sections from the analysed runs.
+fn write_html_report(
+    dir: &Path,
+    meta: &Value,
+    results: &BTreeMap<String, Vec<RunResult>>,
+    registry: &Registry,
+) -> anyhow::Result<()> {
+    use analyzer::html::{FlowMeans, Report, RunSection, TableRow};
+    let label = |scheme: &str| {
+        registry
+            .get(scheme)
+            .map_or(scheme.to_owned(), |s| s.label.clone())
+    };
+    let words = |k: &str| meta[k].as_str().unwrap_or("").trim().to_owned();
+    let path = match meta["emulator_command"].as_str() {
+        Some(cmd) => format!("Tested in emulator: {cmd}"),
+        None if meta["mode"] == "local" => {
+            let link = format!(
+                "mm-link {} {}",
+                words("uplink_trace"),
+                words("downlink_trace")
+            );
+            let parts = [
+                words("prepend_mm_cmds"),
+                link,
+                words("extra_mm_link_args"),
+                words("append_mm_cmds"),
+            ];
+            let parts: Vec<&str> = parts
+                .iter()
+                .map(String::as_str)
+                .filter(|p| !p.is_empty())
+                .collect();
+            format!("Tested in mahimahi: {}", parts.join(" "))
+        }
+        None => "Data path: a remote test (see pantheon_metadata.json)".to_owned(),
+    };
+    let mut versions = vec![(
+        "harness".to_owned(),
+        meta["harness"].as_str().map_or_else(
+            || format!("pantheon-rs {}", env!("CARGO_PKG_VERSION")),
+            str::to_owned,
+        ),
+    )];
+    for scheme in results.keys() {
+        if let Ok(s) = registry.get(scheme) {
+            versions.push((s.label.clone(), s.version()));
+        }
+    }
+    let mut table = Vec::new();
+    let mut runs = Vec::new();
+    for (scheme, rs) in results {
+        let valid: Vec<&RunStats> = rs
+            .iter()
+            .filter(|r| r.flags.iter().all(|f| !f.starts_with("short run")))
+            .filter_map(|r| r.stats.as_ref())
+            .collect();
+        let k = valid.iter().map(|s| s.flows.len()).max().unwrap_or(1) as u32;
+        let mean = |f: &dyn Fn(&analyzer::FlowStats) -> Option<f64>, flow: u32| {
+            let v: Vec<f64> = valid
+                .iter()
+                .filter_map(|s| s.flows.get(&flow))
+                .filter_map(f)
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        table.push(TableRow {
+            label: label(scheme),
+            runs: (valid.len(), rs.len()),
+            flows: (1..=k)
+                .map(|i| FlowMeans {
+                    tput_mbps: mean(&|f| Some(f.tput_mbps), i),
+                    delay_ms: mean(&|f| f.p95_delay_ms, i),
+                    loss_pct: mean(&|f| Some(f.loss * 100.0), i),
+                })
+                .collect(),
+        });
+        for r in rs {
+            let file = |kind: &str| {
+                std::fs::read(dir.join(format!("{scheme}_datalink_{kind}_run{}.png", r.run_id)))
+                    .ok()
+            };
+            runs.push(RunSection {
+                label: label(scheme),
+                run_id: r.run_id,
+                stats: std::fs::read_to_string(
+                    dir.join(format!("{scheme}_stats_run{}.log", r.run_id)),
+                )
+                .unwrap_or_default(),
+                throughput_png: file("throughput"),
+                delay_png: file("delay"),
+            });
+        }
+    }
+    let report = Report {
+        generated_at: chrono::Utc::now().format("%Y-%m-%d %H:%M:%S").to_string(),
+        path,
+        schemes: results.len(),
+        run_times: meta["run_times"].as_u64().unwrap_or(1) as u32,
+        runtime_s: meta["runtime"].as_f64().unwrap_or(0.0),
+        flows: (
+            meta["flows"].as_u64().unwrap_or(1),
+            meta["interval"].as_f64().unwrap_or(0.0),
+        ),
+        ntp: meta["ntp_addr"].as_str().map(str::to_owned),
+        system_info: system_info(),
+        versions,
+        summary_svgs: ["pantheon_summary_mean.svg", "pantheon_summary.svg"]
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+            .collect(),
+        table,
+        runs,
+    };
+    let out = dir.join("pantheon_report.html");
+    std::fs::write(&out, analyzer::html::render(&report))
+        .with_context(|| format!("write {}", out.display()))
+}
+
+/// Pantheon's system info of the machine writing the report: kernel, then the qdisc and
+/// socket-buffer sysctls (`name = value`).
+pub fn system_info() -> Vec<String> {
+    let read = |p: &str| {
+        std::fs::read_to_string(p).map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+    };
+    let mut lines = vec![format!(
+        "{} {}",
+        read("/proc/sys/kernel/ostype").unwrap_or_else(|_| "Linux".into()),
+        read("/proc/sys/kernel/osrelease").unwrap_or_default()
+    )];
+    for name in [
+        "net.core.default_qdisc",
+        "net.core.rmem_default",
+        "net.core.rmem_max",
+        "net.core.wmem_default",
+        "net.core.wmem_max",
+        "net.ipv4.tcp_rmem",
+        "net.ipv4.tcp_wmem",
+    ] {
+        if let Ok(v) = read(&format!("/proc/sys/{}", name.replace('.', "/"))) {
+            lines.push(format!("{name} = {v}"));
+        }
+    }
+    lines
 }
 
 /// Pantheon's per-run plots: `<scheme>_datalink_throughput_run<N>.png` (500 ms bins) and

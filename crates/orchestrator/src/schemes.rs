@@ -162,6 +162,39 @@ impl SystemInfo {
     }
 }
 
+impl Scheme {
+    /// What runs the scheme on this machine, for reports: the sender program's own version
+    /// line (`iperf 3.12 (cJSON 1.7.15)`) and, for kernel TCP schemes, the kernel's
+    /// congestion control and release (`tcp_cubic, Linux 6.18.44`).
+    pub fn version(&self) -> String {
+        let program = self
+            .sender
+            .command
+            .first()
+            .map(String::as_str)
+            .unwrap_or("");
+        let own = std::process::Command::new(program)
+            .arg("--version")
+            .output()
+            .ok()
+            .and_then(|o| {
+                let text = String::from_utf8_lossy(&o.stdout).into_owned()
+                    + &String::from_utf8_lossy(&o.stderr);
+                text.lines().next().map(|l| l.trim().to_owned())
+            })
+            .filter(|l| !l.is_empty())
+            .unwrap_or_else(|| format!("{program} (no --version)"));
+        match &self.tcp_congestion_control {
+            Some(cc) => {
+                let release =
+                    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+                format!("{own}; kernel tcp_{cc}, Linux {}", release.trim())
+            }
+            None => own,
+        }
+    }
+}
+
 /// Finds `program` on `PATH`.
 pub fn find_in_path(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {

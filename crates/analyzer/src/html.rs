@@ -1,0 +1,298 @@
+//! `pantheon_report.html`: Pantheon's report (`report.py`, reference `pantheon.md` §4.5) as one
+//! self-contained HTML file — SVG plots inline, PNG plots as data URIs — built from data
+//! structures, nothing re-parsed from text. Sections, in Pantheon's order: generated at; the
+//! emulated path or data path; schemes × runs, runtime and flows; NTP server; system info;
+//! versions; the two summary plots; the per-flow table of means; then per scheme and run the
+//! statistics and the two time-series plots.
+
+use std::fmt::Write as _;
+
+use base64::Engine as _;
+
+/// One row of the summary table: a scheme's means over its valid runs, per flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableRow {
+    /// Scheme label (`TCP Cubic`).
+    pub label: String,
+    /// Valid runs (counted in the means) and all runs.
+    pub runs: (usize, usize),
+    /// Per flow, 1..K.
+    pub flows: Vec<FlowMeans>,
+}
+
+/// One flow's means over a scheme's valid runs; `None` when no valid run has the figure.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FlowMeans {
+    /// Mean average throughput, Mbit/s.
+    pub tput_mbps: Option<f64>,
+    /// Mean 95th-percentile one-way delay, ms.
+    pub delay_ms: Option<f64>,
+    /// Mean loss rate, percent.
+    pub loss_pct: Option<f64>,
+}
+
+/// One run's section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSection {
+    /// Scheme label.
+    pub label: String,
+    /// Run id.
+    pub run_id: u32,
+    /// The run's statistics text (`<cc>_stats_run<N>.log`).
+    pub stats: String,
+    /// Throughput plot (PNG bytes), if drawn.
+    pub throughput_png: Option<Vec<u8>>,
+    /// Delay plot (PNG bytes), if drawn.
+    pub delay_png: Option<Vec<u8>>,
+}
+
+/// Everything the report shows.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Report {
+    /// `YYYY-MM-DD HH:MM:SS` UTC.
+    pub generated_at: String,
+    /// `Tested in emulator: …` or `Data path: …`.
+    pub path: String,
+    /// Number of schemes.
+    pub schemes: usize,
+    /// Runs per scheme.
+    pub run_times: u32,
+    /// Seconds per run.
+    pub runtime_s: f64,
+    /// Flows per run and seconds between their starts.
+    pub flows: (u64, f64),
+    /// The NTP server offsets were measured against, if any.
+    pub ntp: Option<String>,
+    /// System info lines (kernel, qdisc, socket-buffer sysctls).
+    pub system_info: Vec<String>,
+    /// (what, version) of the harness and of every scheme.
+    pub versions: Vec<(String, String)>,
+    /// `pantheon_summary_mean.svg` and `pantheon_summary.svg` contents.
+    pub summary_svgs: Vec<String>,
+    /// The per-flow table.
+    pub table: Vec<TableRow>,
+    /// Per scheme and run.
+    pub runs: Vec<RunSection>,
+}
+
+/// Escapes text for HTML.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn times(n: u32) -> String {
+    match n {
+        1 => "once".into(),
+        2 => "twice".into(),
+        n => format!("{n} times"),
+    }
+}
+
+/// Renders the report.
+pub fn render(r: &Report) -> String {
+    let mut h = String::new();
+    let w = &mut h;
+    let _ = write!(
+        w,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>Pantheon Report</title><style>\
+         body{{font-family:sans-serif;max-width:1250px;margin:2em auto;line-height:1.4}}\
+         h1{{text-align:center}} pre{{background:#f6f6f6;padding:.6em;overflow-x:auto}}\
+         table{{border-collapse:collapse}} td,th{{border:1px solid #999;padding:.25em .6em;\
+         text-align:right}} td:first-child{{text-align:left}} img,svg{{max-width:100%;height:auto}}\
+         section{{page-break-before:always}}</style></head><body>\n<h1>Pantheon Report</h1>\n"
+    );
+    let _ = writeln!(w, "<p>Generated at {} (UTC).</p>", escape(&r.generated_at));
+    let _ = writeln!(w, "<p>{}</p>", escape(&r.path));
+    let flows = if r.flows.0 == 1 {
+        "1 flow".to_owned()
+    } else {
+        format!(
+            "{} flows with {}-second interval between two flows",
+            r.flows.0, r.flows.1
+        )
+    };
+    let _ = writeln!(
+        w,
+        "<p>Repeated the test of {} congestion control scheme{} {}.<br>Each test lasted for {} \
+         seconds running {flows}.</p>",
+        r.schemes,
+        if r.schemes == 1 { "" } else { "s" },
+        times(r.run_times),
+        r.runtime_s
+    );
+    if let Some(ntp) = &r.ntp {
+        let _ = writeln!(
+            w,
+            "<p>NTP offsets were measured against {} and have been applied to correct the \
+             timestamps in logs.</p>",
+            escape(ntp)
+        );
+    }
+    let _ = writeln!(
+        w,
+        "<p>System info:</p><pre>{}</pre>",
+        escape(&r.system_info.join("\n"))
+    );
+    let versions: Vec<String> = r
+        .versions
+        .iter()
+        .map(|(what, v)| format!("{what}: {v}"))
+        .collect();
+    let _ = writeln!(
+        w,
+        "<p>Versions:</p><pre>{}</pre>",
+        escape(&versions.join("\n"))
+    );
+
+    let _ = writeln!(w, "<section><h2>Summary</h2>");
+    if r.summary_svgs.is_empty() {
+        let _ = writeln!(w, "<p>Figure is missing.</p>");
+    }
+    for svg in &r.summary_svgs {
+        // An SVG file's content, its XML declaration dropped, is valid inline HTML.
+        let body = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
+        let _ = writeln!(w, "<figure>{body}</figure>");
+    }
+    let _ = writeln!(w, "</section>");
+
+    let k = r
+        .table
+        .iter()
+        .map(|t| t.flows.len())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let _ = writeln!(w, "<section><h2>Means over valid runs</h2><table>");
+    let flow_heads = |what: &str| {
+        (1..=k)
+            .map(|i| {
+                if k == 1 {
+                    format!("<th>{what}</th>")
+                } else {
+                    format!("<th>{what}<br>flow {i}</th>")
+                }
+            })
+            .collect::<String>()
+    };
+    let _ = writeln!(
+        w,
+        "<tr><th>scheme</th><th># runs</th>{}{}{}</tr>",
+        flow_heads("mean avg tput (Mbit/s)"),
+        flow_heads("mean 95th-%ile delay (ms)"),
+        flow_heads("mean loss rate (%)")
+    );
+    let cell = |v: Option<f64>, p: usize| v.map_or("N/A".to_owned(), |v| format!("{v:.p$}"));
+    for row in &r.table {
+        let col = |f: &dyn Fn(&FlowMeans) -> Option<f64>, p| {
+            (0..k)
+                .map(|i| format!("<td>{}</td>", cell(row.flows.get(i).and_then(f), p)))
+                .collect::<String>()
+        };
+        let _ = writeln!(
+            w,
+            "<tr><td>{}</td><td>{}/{}</td>{}{}{}</tr>",
+            escape(&row.label),
+            row.runs.0,
+            row.runs.1,
+            col(&|f| f.tput_mbps, 2),
+            col(&|f| f.delay_ms, 2),
+            col(&|f| f.loss_pct, 2)
+        );
+    }
+    let _ = writeln!(w, "</table></section>");
+
+    let img = |png: &Option<Vec<u8>>, alt: &str| match png {
+        Some(bytes) => format!(
+            "<img alt=\"{alt}\" src=\"data:image/png;base64,{}\">",
+            base64::engine::general_purpose::STANDARD.encode(bytes)
+        ),
+        None => "<p>Figure is missing.</p>".to_owned(),
+    };
+    for run in &r.runs {
+        let label = escape(&run.label);
+        let _ = writeln!(
+            w,
+            "<section><h2>Run {}: Statistics of {label}</h2><pre>{}</pre>\n\
+             <h3>Run {}: Report of {label} — Data Link</h3>{}\n{}</section>",
+            run.run_id,
+            escape(&run.stats),
+            run.run_id,
+            img(&run.throughput_png, "throughput over time"),
+            img(&run.delay_png, "one-way delay over time")
+        );
+    }
+    let _ = writeln!(w, "</body></html>");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_has_pantheons_sections_and_is_self_contained() {
+        let r = Report {
+            generated_at: "2026-11-22 06:00:00".into(),
+            path: "Tested in emulator: mm-delay 28 mm-link 10mbps.trace 10mbps.trace".into(),
+            schemes: 2,
+            run_times: 2,
+            runtime_s: 30.0,
+            flows: (1, 0.0),
+            ntp: None,
+            system_info: vec![
+                "Linux 6.18".into(),
+                "net.core.default_qdisc = fq_codel".into(),
+            ],
+            versions: vec![("harness".into(), "pantheon-rs 0.1.0".into())],
+            summary_svgs: vec!["<?xml version=\"1.0\"?>\n<svg width=\"1\"></svg>".into()],
+            table: vec![TableRow {
+                label: "TCP <Cubic>".into(),
+                runs: (2, 2),
+                flows: vec![FlowMeans {
+                    tput_mbps: Some(9.5),
+                    delay_ms: Some(80.123),
+                    loss_pct: None,
+                }],
+            }],
+            runs: vec![RunSection {
+                label: "TCP Cubic".into(),
+                run_id: 1,
+                stats: "-- Total of 1 flow:\nLoss rate: 0.12%\n".into(),
+                throughput_png: Some(vec![0x89, b'P', b'N', b'G']),
+                delay_png: None,
+            }],
+        };
+        let h = render(&r);
+        for want in [
+            "<h1>Pantheon Report</h1>",
+            "Generated at 2026-11-22 06:00:00 (UTC).",
+            "Repeated the test of 2 congestion control schemes twice.",
+            "Each test lasted for 30 seconds running 1 flow.",
+            "net.core.default_qdisc = fq_codel",
+            "harness: pantheon-rs 0.1.0",
+            "<figure><svg width=\"1\"></svg></figure>",
+            "<td>TCP &lt;Cubic&gt;</td><td>2/2</td><td>9.50</td><td>80.12</td><td>N/A</td>",
+            "Run 1: Statistics of TCP Cubic",
+            "src=\"data:image/png;base64,iVBORw==\"",
+            "Figure is missing.",
+        ] {
+            assert!(h.contains(want), "missing {want:?} in\n{h}");
+        }
+        assert!(!h.contains("NTP offsets"));
+        assert!(!h.contains("<?xml"));
+        // Nothing outside the file.
+        assert!(!h.contains("src=\"http") && !h.contains("href="));
+    }
+}
