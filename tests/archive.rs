@@ -121,6 +121,12 @@ fn a_pantheon_archive_is_analysed_and_compared() {
         assert!(html.contains(want), "{want}");
     }
 
+    let pdf = std::fs::read(real.0.join("pantheon_report.pdf")).unwrap();
+    assert!(pdf.starts_with(b"%PDF-"));
+    // Title, summary, table, and per run (2) its statistics and its plots.
+    let pages = pdf.windows(11).filter(|w| *w == b"/Type/Page/").count();
+    assert_eq!(pages, 7);
+
     let json = pantheon(&["compare", "--json"], &[&real.0, &emu.0]);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let rows = v["rows"].as_array().unwrap();

@@ -11,7 +11,8 @@
 //! - [`timeseries`]: a run in 500 ms bins (capacity, ingress, egress) and per-packet delays.
 //! - [`report`]: Pantheon's stats text, the throughput–delay summary plots (with 1-σ
 //!   ellipses), the per-run throughput and delay plots.
-//! - [`html`]: `pantheon_report.html`, Pantheon's report as one self-contained file.
+//! - [`document`]: Pantheon's report as `pantheon_report.html` (one self-contained file) and
+//!   `pantheon_report.pdf`, no LaTeX or browser needed.
 //! - [`compare`]: two experiments side by side (means, % difference, Welch's t-test) and the
 //!   replication error.
 //!
@@ -21,7 +22,7 @@
 #[cfg(feature = "frames")]
 pub mod compare;
 #[cfg(feature = "frames")]
-pub mod html;
+pub mod document;
 #[cfg(feature = "frames")]
 pub mod ingest;
 #[cfg(feature = "frames")]

@@ -74,13 +74,12 @@ pub struct PlotError {
 
 static FONT: Once = Once::new();
 
+/// The font of every plot and of the PDF report: DejaVu Sans, embedded (no fontconfig).
+pub const FONT_BYTES: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+
 fn register_font() {
     FONT.call_once(|| {
-        let _ = plotters::style::register_font(
-            "sans-serif",
-            FontStyle::Normal,
-            include_bytes!("../assets/DejaVuSans.ttf"),
-        );
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT_BYTES);
     });
 }
 
@@ -107,7 +106,26 @@ pub fn color_rgb(name: &str) -> RGBColor {
     }
 }
 
-/// Draws Pantheon's summary scatter to an SVG file: x = 95th-percentile one-way delay on a
+type Area<DB> = DrawingArea<DB, plotters::coord::Shift>;
+
+/// Runs `draw` on an SVG (name ending in `.svg`) or PNG file of `size` pixels.
+macro_rules! to_file {
+    ($path:expr, $size:expr, $draw:ident, $($arg:expr),*) => {{
+        register_font();
+        let path: &Path = $path;
+        let result = if path.extension().is_some_and(|e| e == "svg") {
+            $draw(SVGBackend::new(path, $size).into_drawing_area(), $($arg),*)
+        } else {
+            $draw(BitMapBackend::new(path, $size).into_drawing_area(), $($arg),*)
+        };
+        result.map_err(|message| PlotError {
+            path: path.display().to_string(),
+            message,
+        })
+    }};
+}
+
+/// Draws Pantheon's summary scatter to an SVG or PNG file (by extension): x = 95th-percentile one-way delay on a
 /// log scale, **inverted** (better = right), y = average throughput. With `mean`, one point
 /// per scheme (mean of its runs' delays and throughputs), annotated with the scheme's label and
 /// surrounded by the 1-σ ellipse of its runs ([`sigma_ellipse`]).
@@ -117,11 +135,16 @@ pub fn summary_plot(
     schemes: &[SchemePoints],
     mean: bool,
 ) -> Result<(), PlotError> {
-    register_font();
-    let err = |e: String| PlotError {
-        path: path.display().to_string(),
-        message: e,
-    };
+    to_file!(path, (900, 600), draw_summary, title, schemes, mean)
+}
+
+fn draw_summary<DB: DrawingBackend>(
+    root: Area<DB>,
+    title: &str,
+    schemes: &[SchemePoints],
+    mean: bool,
+) -> Result<(), String> {
+    let err = |e: String| e;
     let series: Vec<(&SchemePoints, Vec<(f64, f64)>)> = schemes
         .iter()
         .map(|s| {
@@ -149,7 +172,6 @@ pub fn summary_plot(
     let pad = ((hi - lo) * 0.15).max(0.05);
     let ymax = all.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-3) * 1.15;
 
-    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
@@ -210,8 +232,7 @@ pub fn summary_plot(
         }
     }
     legend(&mut chart, SeriesLabelPosition::UpperLeft).map_err(|e| err(e.to_string()))?;
-    root.present().map_err(|e| err(e.to_string()))?;
-    Ok(())
+    root.present().map_err(|e| err(e.to_string()))
 }
 
 /// The legend box of every plot here, at `position`.
@@ -245,25 +266,6 @@ const FLOW_COLORS: [RGBColor; 6] = [
 
 /// Most points a delay plot draws; above it every k-th packet is drawn (the title says so).
 pub const MAX_DELAY_POINTS: usize = 200_000;
-
-type Area<DB> = DrawingArea<DB, plotters::coord::Shift>;
-
-/// Runs `draw` on an SVG (name ending in `.svg`) or PNG file of `size` pixels.
-macro_rules! to_file {
-    ($path:expr, $size:expr, $draw:ident, $($arg:expr),*) => {{
-        register_font();
-        let path: &Path = $path;
-        let result = if path.extension().is_some_and(|e| e == "svg") {
-            $draw(SVGBackend::new(path, $size).into_drawing_area(), $($arg),*)
-        } else {
-            $draw(BitMapBackend::new(path, $size).into_drawing_area(), $($arg),*)
-        };
-        result.map_err(|message| PlotError {
-            path: path.display().to_string(),
-            message,
-        })
-    }};
-}
 
 /// Pantheon's per-run throughput plot (`<cc>_datalink_throughput_run<N>.png`): capacity as a
 /// shaded area at bin start times, each flow's ingress (dashed, at bin starts) and egress

@@ -1,7 +1,8 @@
 //! `pantheon analyze DIR`: every run's logs → `<scheme>_stats_run<N>.log`,
 //! `<scheme>_datalink_{throughput,delay}_run<N>.png`, `pantheon_perf.json`,
 //! `pantheon_summary.md` (also printed), `pantheon_summary.svg`,
-//! `pantheon_summary_mean.svg` and `pantheon_report.html`.
+//! `pantheon_summary_mean.svg` (and PNGs of both), `pantheon_report.html` and
+//! `pantheon_report.pdf`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -242,25 +243,33 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
             String::new()
         }
     );
-    report::summary_plot(&dir.join("pantheon_summary.svg"), &title, &points, false)?;
-    report::summary_plot(
-        &dir.join("pantheon_summary_mean.svg"),
-        &format!("{title} (mean of all runs by scheme)"),
-        &points,
-        true,
-    )?;
-    write_html_report(dir, &meta, &results, registry)?;
+    // SVG as Pantheon; PNG for the PDF report.
+    for ext in ["svg", "png"] {
+        report::summary_plot(
+            &dir.join(format!("pantheon_summary.{ext}")),
+            &title,
+            &points,
+            false,
+        )?;
+        report::summary_plot(
+            &dir.join(format!("pantheon_summary_mean.{ext}")),
+            &format!("{title} (mean of all runs by scheme)"),
+            &points,
+            true,
+        )?;
+    }
+    write_report(dir, &meta, &results, registry)?;
     Ok(md)
 }
 
-/// `pantheon_report.html`: Pantheon's report sections from the analysed runs.
-fn write_html_report(
+/// `pantheon_report.html` and `pantheon_report.pdf`: Pantheon's report from the analysed runs.
+fn write_report(
     dir: &Path,
     meta: &Value,
     results: &BTreeMap<String, Vec<RunResult>>,
     registry: &Registry,
 ) -> anyhow::Result<()> {
-    use analyzer::html::{FlowMeans, Report, RunSection, TableRow};
+    use analyzer::document::{FlowMeans, Report, RunSection, TableRow};
     let label = |scheme: &str| {
         registry
             .get(scheme)
@@ -364,12 +373,19 @@ fn write_html_report(
             .iter()
             .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
             .collect(),
+        summary_pngs: ["pantheon_summary_mean.png", "pantheon_summary.png"]
+            .iter()
+            .filter_map(|f| std::fs::read(dir.join(f)).ok())
+            .collect(),
         table,
         runs,
     };
     let out = dir.join("pantheon_report.html");
-    std::fs::write(&out, analyzer::html::render(&report))
-        .with_context(|| format!("write {}", out.display()))
+    std::fs::write(&out, analyzer::document::html(&report))
+        .with_context(|| format!("write {}", out.display()))?;
+    let out = dir.join("pantheon_report.pdf");
+    let pdf = analyzer::document::pdf(&report).map_err(|e| anyhow::anyhow!("PDF report: {e}"))?;
+    std::fs::write(&out, pdf).with_context(|| format!("write {}", out.display()))
 }
 
 /// Pantheon's system info of the machine writing the report: kernel, then the qdisc and

@@ -1,79 +1,10 @@
-//! `pantheon_report.html`: Pantheon's report (`report.py`, reference `pantheon.md` §4.5) as one
-//! self-contained HTML file — SVG plots inline, PNG plots as data URIs — built from data
-//! structures, nothing re-parsed from text. Sections, in Pantheon's order: generated at; the
-//! emulated path or data path; schemes × runs, runtime and flows; NTP server; system info;
-//! versions; the two summary plots; the per-flow table of means; then per scheme and run the
-//! statistics and the two time-series plots.
+//! `pantheon_report.html`: SVG plots inline, PNG plots as data URIs, no external resource.
 
 use std::fmt::Write as _;
 
 use base64::Engine as _;
 
-/// One row of the summary table: a scheme's means over its valid runs, per flow.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TableRow {
-    /// Scheme label (`TCP Cubic`).
-    pub label: String,
-    /// Valid runs (counted in the means) and all runs.
-    pub runs: (usize, usize),
-    /// Per flow, 1..K.
-    pub flows: Vec<FlowMeans>,
-}
-
-/// One flow's means over a scheme's valid runs; `None` when no valid run has the figure.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct FlowMeans {
-    /// Mean average throughput, Mbit/s.
-    pub tput_mbps: Option<f64>,
-    /// Mean 95th-percentile one-way delay, ms.
-    pub delay_ms: Option<f64>,
-    /// Mean loss rate, percent.
-    pub loss_pct: Option<f64>,
-}
-
-/// One run's section.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunSection {
-    /// Scheme label.
-    pub label: String,
-    /// Run id.
-    pub run_id: u32,
-    /// The run's statistics text (`<cc>_stats_run<N>.log`).
-    pub stats: String,
-    /// Throughput plot (PNG bytes), if drawn.
-    pub throughput_png: Option<Vec<u8>>,
-    /// Delay plot (PNG bytes), if drawn.
-    pub delay_png: Option<Vec<u8>>,
-}
-
-/// Everything the report shows.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Report {
-    /// `YYYY-MM-DD HH:MM:SS` UTC.
-    pub generated_at: String,
-    /// `Tested in emulator: …` or `Data path: …`.
-    pub path: String,
-    /// Number of schemes.
-    pub schemes: usize,
-    /// Runs per scheme.
-    pub run_times: u32,
-    /// Seconds per run.
-    pub runtime_s: f64,
-    /// Flows per run and seconds between their starts.
-    pub flows: (u64, f64),
-    /// The NTP server offsets were measured against, if any.
-    pub ntp: Option<String>,
-    /// System info lines (kernel, qdisc, socket-buffer sysctls).
-    pub system_info: Vec<String>,
-    /// (what, version) of the harness and of every scheme.
-    pub versions: Vec<(String, String)>,
-    /// `pantheon_summary_mean.svg` and `pantheon_summary.svg` contents.
-    pub summary_svgs: Vec<String>,
-    /// The per-flow table.
-    pub table: Vec<TableRow>,
-    /// Per scheme and run.
-    pub runs: Vec<RunSection>,
-}
+use super::Report;
 
 /// Escapes text for HTML.
 pub fn escape(s: &str) -> String {
@@ -91,7 +22,8 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-fn times(n: u32) -> String {
+/// `once`, `twice`, `N times`.
+pub(super) fn times(n: u32) -> String {
     match n {
         1 => "once".into(),
         2 => "twice".into(),
@@ -99,8 +31,8 @@ fn times(n: u32) -> String {
     }
 }
 
-/// Renders the report.
-pub fn render(r: &Report) -> String {
+/// The report as one self-contained HTML page.
+pub fn html(r: &Report) -> String {
     let mut h = String::new();
     let w = &mut h;
     let _ = write!(
@@ -195,7 +127,7 @@ pub fn render(r: &Report) -> String {
     );
     let cell = |v: Option<f64>, p: usize| v.map_or("N/A".to_owned(), |v| format!("{v:.p$}"));
     for row in &r.table {
-        let col = |f: &dyn Fn(&FlowMeans) -> Option<f64>, p| {
+        let col = |f: &dyn Fn(&super::FlowMeans) -> Option<f64>, p| {
             (0..k)
                 .map(|i| format!("<td>{}</td>", cell(row.flows.get(i).and_then(f), p)))
                 .collect::<String>()
@@ -238,12 +170,13 @@ pub fn render(r: &Report) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::document::{FlowMeans, RunSection, TableRow};
 
-    #[test]
-    fn report_has_pantheons_sections_and_is_self_contained() {
-        let r = Report {
+    /// A small report for both renderers' tests.
+    pub(crate) fn sample() -> Report {
+        Report {
             generated_at: "2026-11-22 06:00:00".into(),
             path: "Tested in emulator: mm-delay 28 mm-link 10mbps.trace 10mbps.trace".into(),
             schemes: 2,
@@ -273,8 +206,13 @@ mod tests {
                 throughput_png: Some(vec![0x89, b'P', b'N', b'G']),
                 delay_png: None,
             }],
-        };
-        let h = render(&r);
+            summary_pngs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn report_has_pantheons_sections_and_is_self_contained() {
+        let h = html(&sample());
         for want in [
             "<h1>Pantheon Report</h1>",
             "Generated at 2026-11-22 06:00:00 (UTC).",

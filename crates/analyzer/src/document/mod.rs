@@ -1,0 +1,81 @@
+//! Pantheon's report (`report.py`, reference `pantheon.md` §4.5) built from data structures —
+//! nothing re-parsed from text — in two forms that need neither LaTeX nor a browser:
+//! [`html`] (`pantheon_report.html`, one self-contained file) and [`pdf`]
+//! (`pantheon_report.pdf`). Sections, in Pantheon's order: generated at; the emulated path or
+//! data path; schemes × runs, runtime and flows; NTP server; system info; versions; the two
+//! summary plots; the per-flow table of means; then per scheme and run the statistics and the
+//! two time-series plots.
+
+mod html;
+mod pdf;
+
+pub use html::{escape, html};
+pub use pdf::pdf;
+
+/// One row of the summary table: a scheme's means over its valid runs, per flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableRow {
+    /// Scheme label (`TCP Cubic`).
+    pub label: String,
+    /// Valid runs (counted in the means) and all runs.
+    pub runs: (usize, usize),
+    /// Per flow, 1..K.
+    pub flows: Vec<FlowMeans>,
+}
+
+/// One flow's means over a scheme's valid runs; `None` when no valid run has the figure.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FlowMeans {
+    /// Mean average throughput, Mbit/s.
+    pub tput_mbps: Option<f64>,
+    /// Mean 95th-percentile one-way delay, ms.
+    pub delay_ms: Option<f64>,
+    /// Mean loss rate, percent.
+    pub loss_pct: Option<f64>,
+}
+
+/// One run's section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSection {
+    /// Scheme label.
+    pub label: String,
+    /// Run id.
+    pub run_id: u32,
+    /// The run's statistics text (`<cc>_stats_run<N>.log`).
+    pub stats: String,
+    /// Throughput plot (PNG bytes), if drawn.
+    pub throughput_png: Option<Vec<u8>>,
+    /// Delay plot (PNG bytes), if drawn.
+    pub delay_png: Option<Vec<u8>>,
+}
+
+/// Everything the report shows.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Report {
+    /// `YYYY-MM-DD HH:MM:SS` UTC.
+    pub generated_at: String,
+    /// `Tested in emulator: …` or `Data path: …`.
+    pub path: String,
+    /// Number of schemes.
+    pub schemes: usize,
+    /// Runs per scheme.
+    pub run_times: u32,
+    /// Seconds per run.
+    pub runtime_s: f64,
+    /// Flows per run and seconds between their starts.
+    pub flows: (u64, f64),
+    /// The NTP server offsets were measured against, if any.
+    pub ntp: Option<String>,
+    /// System info lines (kernel, qdisc, socket-buffer sysctls).
+    pub system_info: Vec<String>,
+    /// (what, version) of the harness and of every scheme.
+    pub versions: Vec<(String, String)>,
+    /// `pantheon_summary_mean.svg` and `pantheon_summary.svg` contents (for HTML).
+    pub summary_svgs: Vec<String>,
+    /// The same plots as PNG bytes (for PDF).
+    pub summary_pngs: Vec<Vec<u8>>,
+    /// The per-flow table.
+    pub table: Vec<TableRow>,
+    /// Per scheme and run.
+    pub runs: Vec<RunSection>,
+}
