@@ -20,4 +20,4 @@ run base --prepend-mm-cmds "mm-delay 28"
 run loss --prepend-mm-cmds "mm-delay 28 mm-loss uplink 0.004 mm-loss downlink 0.004"
 run droptail --prepend-mm-cmds "mm-delay 28" \
   --extra-mm-link-args "--uplink-queue=droptail --uplink-queue-args=packets=50"
-echo ">> done: open $out/*/pantheon_summary.md and $out/*/pantheon_summary_mean.svg"
+echo ">> done: open $out/*/pantheon_report.pdf (or .html), or $out/*/pantheon_summary.md"
