@@ -85,18 +85,22 @@ pub fn run_stats(
 ) -> PolarsResult<RunStats> {
     let flows = grouped_stats(arrivals.clone().lazy(), departures.clone().lazy())?;
     let all = |df: &DataFrame| df.clone().lazy().with_column(lit(0u32).alias("flow"));
-    let total = grouped_stats(all(arrivals), all(departures))?
-        .remove(&0)
-        .unwrap_or(FlowStats {
-            tput_mbps: 0.0,
-            p95_delay_ms: None,
-            min_delay_ms: None,
-            loss: if arrivals.height() > 0 { 1.0 } else { 0.0 },
-            arrived: 0,
-            departed: 0,
-            duration_ms: 0.0,
-            negative_delays: 0,
-        });
+    // With one flow the total is that flow (same packets): no second pass over them.
+    let total = if flows.len() == 1 {
+        flows.values().next().copied()
+    } else {
+        grouped_stats(all(arrivals), all(departures))?.remove(&0)
+    };
+    let total = total.unwrap_or(FlowStats {
+        tput_mbps: 0.0,
+        p95_delay_ms: None,
+        min_delay_ms: None,
+        loss: if arrivals.height() > 0 { 1.0 } else { 0.0 },
+        arrived: 0,
+        departed: 0,
+        duration_ms: 0.0,
+        negative_delays: 0,
+    });
     let capacity_mbps = match opportunities {
         Some(o) => capacity_mbps(o)?,
         None => None,

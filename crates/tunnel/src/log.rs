@@ -290,29 +290,80 @@ pub fn parse_log(bytes: &[u8]) -> Result<LogFile, FormatError> {
     let header = Header::decode(bytes)?;
     let body = &bytes[HEADER_LEN..];
     let mut records = Vec::with_capacity(body.len() / RECORD_LEN);
-    let mut stopped_at = None;
-    for (i, chunk) in body.chunks(RECORD_LEN).enumerate() {
-        let offset = HEADER_LEN + i * RECORD_LEN;
-        if chunk.len() < RECORD_LEN {
-            stopped_at = Some(FormatError::at(
-                offset,
-                &format!("truncated record ({} of 24 bytes)", chunk.len()),
-            ));
-            break;
-        }
-        match Record::decode(chunk) {
-            Ok(r) => records.push(r),
-            Err(msg) => {
-                stopped_at = Some(FormatError::at(offset, msg));
-                break;
-            }
-        }
+    let (used, mut stopped_at) = scan_records(body, HEADER_LEN, &mut |r| records.push(r));
+    if stopped_at.is_none() && used < body.len() {
+        stopped_at = Some(truncated(HEADER_LEN + used, body.len() - used));
     }
     Ok(LogFile {
         header,
         records,
         stopped_at,
     })
+}
+
+/// Streams a log's records to `f` without holding the file in memory (1 MiB reads), for logs
+/// of millions of packets. Returns the header and, as [`LogFile::stopped_at`], where reading
+/// stopped early; errors only if the file cannot be read or its header is unusable.
+pub fn read_log_with(
+    path: &Path,
+    mut f: impl FnMut(Record),
+) -> Result<(Header, Option<FormatError>), ReadError> {
+    let io_err = |source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = File::open(path).map_err(io_err)?;
+    let mut head = [0u8; HEADER_LEN];
+    let mut got = 0;
+    while got < HEADER_LEN {
+        match file.read(&mut head[got..]).map_err(io_err)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    let header = Header::decode(&head[..got]).map_err(|source| ReadError::Format {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut filled, mut offset) = (0, HEADER_LEN);
+    loop {
+        let n = file.read(&mut buf[filled..]).map_err(io_err)?;
+        filled += n;
+        let (used, stop) = scan_records(&buf[..filled], offset, &mut f);
+        if stop.is_some() {
+            return Ok((header, stop));
+        }
+        if n == 0 {
+            let stop = (used < filled).then(|| truncated(offset + used, filled - used));
+            return Ok((header, stop));
+        }
+        buf.copy_within(used..filled, 0);
+        filled -= used;
+        offset += used;
+    }
+}
+
+/// Decodes the whole records at the start of `body` (whose first byte is at file offset
+/// `offset`), handing each to `f`; returns the bytes used and the error of a corrupt record.
+fn scan_records(
+    body: &[u8],
+    offset: usize,
+    f: &mut impl FnMut(Record),
+) -> (usize, Option<FormatError>) {
+    let mut used = 0;
+    for chunk in body.chunks_exact(RECORD_LEN) {
+        match Record::decode(chunk) {
+            Ok(r) => f(r),
+            Err(msg) => return (used, Some(FormatError::at(offset + used, msg))),
+        }
+        used += RECORD_LEN;
+    }
+    (used, None)
+}
+
+fn truncated(offset: usize, len: usize) -> FormatError {
+    FormatError::at(offset, &format!("truncated record ({len} of 24 bytes)"))
 }
 
 /// On-disk form of a packet log.
@@ -537,6 +588,51 @@ mod tests {
         assert_eq!(log.records[1].uid, 1);
         let stop = log.stopped_at.unwrap();
         assert_eq!(stop.offset, HEADER_LEN + 2 * RECORD_LEN);
+        // The streaming reader gives the same records and the same stop.
+        let mut streamed = Vec::new();
+        let (h, stop2) = read_log_with(&path, |r| streamed.push(r)).unwrap();
+        assert_eq!((h, &streamed), (log.header, &log.records));
+        assert_eq!(stop2.unwrap(), stop);
+        // A corrupt record (bad kind) stops both readers at its offset.
+        let mut bad = full.clone();
+        bad[HEADER_LEN + RECORD_LEN + 22] = 9;
+        std::fs::write(&path, &bad).unwrap();
+        let (_, stop3) = read_log_with(&path, |_| {}).unwrap();
+        assert_eq!(stop3.unwrap().offset, HEADER_LEN + RECORD_LEN);
+        assert_eq!(
+            parse_log(&bad).unwrap().stopped_at.unwrap().offset,
+            HEADER_LEN + RECORD_LEN
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn streaming_reader_crosses_its_buffer_boundaries() {
+        // More than 1 MiB of records: a record straddles every read boundary.
+        let dir = std::env::temp_dir().join(format!("ptlog-stream-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.ptlog");
+        let mut w = LogWriter::create(&path, &header(), &LogFormat::Binary).unwrap();
+        let n = 100_000u64; // 2.4 MB
+        for i in 0..n {
+            w.push(&Record {
+                t_ns: i,
+                uid: i,
+                size: 100,
+                flow: 1,
+                kind: Kind::Ingress,
+            })
+            .unwrap();
+        }
+        w.flush().unwrap();
+        drop(w);
+        let mut next = 0u64;
+        let (_, stop) = read_log_with(&path, |r| {
+            assert_eq!(r.uid, next);
+            next += 1;
+        })
+        .unwrap();
+        assert_eq!((next, stop), (n, None));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
