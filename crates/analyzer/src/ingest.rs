@@ -328,16 +328,22 @@ fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, Inges
                     source,
                 }
             })?;
-            logs.push((*flow, path, is_arrival, header));
+            // Records in the file, to size the columns once (no growth by doubling).
+            let records = std::fs::metadata(path).map_or(0, |m| {
+                (m.len() as usize).saturating_sub(tunnel::log::HEADER_LEN) / tunnel::log::RECORD_LEN
+            });
+            logs.push((*flow, path, is_arrival, header, records));
         }
     }
     let corrected = |h: &tunnel::log::Header| h.base_realtime_ns + h.clock_offset_ns.unwrap_or(0);
     let min_base = logs.iter().map(|l| corrected(&l.3)).min().unwrap_or(0);
+    let count =
+        |arrival: bool| -> usize { logs.iter().filter(|l| l.2 == arrival).map(|l| l.4).sum() };
     let shift_ms = |h: &tunnel::log::Header| (corrected(h) - min_base) as f64 / 1e6;
 
-    let mut a_flow: Vec<u32> = Vec::new();
-    let mut a_t: Vec<f64> = Vec::new();
-    let mut a_size: Vec<u64> = Vec::new();
+    let mut a_flow: Vec<u32> = Vec::with_capacity(count(true));
+    let mut a_t: Vec<f64> = Vec::with_capacity(count(true));
+    let mut a_size: Vec<u64> = Vec::with_capacity(count(true));
     let mut index: std::collections::HashMap<u16, UidIndex> = Default::default();
     let note = |warnings: &mut Vec<String>,
                 path: &Path,
@@ -350,10 +356,10 @@ fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, Inges
             ));
         }
     };
-    for (flow, path, _, header) in logs.iter().filter(|l| l.2) {
+    for (flow, path, _, header, records) in logs.iter().filter(|l| l.2) {
         let shift = shift_ms(header);
         let base = a_t.len();
-        let mut uids = Vec::new();
+        let mut uids = Vec::with_capacity(*records);
         let (_, stop) = read_log_with(path, |r| {
             a_flow.push(u32::from(r.flow));
             a_t.push(shift + r.t_ns as f64 / 1e6);
@@ -363,12 +369,12 @@ fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, Inges
         note(&mut warnings, path, uids.len(), stop);
         index.insert(*flow, UidIndex::new(&uids, base));
     }
-    let mut d_flow: Vec<u32> = Vec::new();
-    let mut d_t: Vec<f64> = Vec::new();
-    let mut d_size: Vec<u64> = Vec::new();
-    let mut d_delay: Vec<f64> = Vec::new();
+    let mut d_flow: Vec<u32> = Vec::with_capacity(count(false));
+    let mut d_t: Vec<f64> = Vec::with_capacity(count(false));
+    let mut d_size: Vec<u64> = Vec::with_capacity(count(false));
+    let mut d_delay: Vec<f64> = Vec::with_capacity(count(false));
     let mut unmatched = 0usize;
-    for (flow, path, _, header) in logs.iter().filter(|l| !l.2) {
+    for (flow, path, _, header, _) in logs.iter().filter(|l| !l.2) {
         let shift = shift_ms(header);
         let idx = index.get(flow);
         let mut n = 0;
