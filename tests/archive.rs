@@ -145,6 +145,23 @@ fn a_pantheon_archive_is_analysed_and_compared() {
         "{e}"
     );
     let text = pantheon(&["compare"], &[&real.0, &emu.0]);
+    // A remote run that asked for NTP but has no offsets in its stats log is flagged.
+    let meta = std::fs::read_to_string(emu.0.join("pantheon_metadata.json")).unwrap();
+    std::fs::write(
+        emu.0.join("pantheon_metadata.json"),
+        meta.replace(
+            "\"mode\": \"local\"",
+            "\"mode\": \"remote\", \"ntp_addr\": \"pool.ntp.org\"",
+        ),
+    )
+    .unwrap();
+    pantheon(&["analyze"], &[&emu.0]);
+    let stats = std::fs::read_to_string(emu.0.join("cubic_stats_run1.log")).unwrap();
+    assert!(
+        stats.contains("# Warning: NTP was requested but no clock offset was recorded"),
+        "{stats}"
+    );
+    assert!(!stats.contains("Local clock offset"));
     assert!(
         text.contains("Replication error of 2 as an emulation of 1"),
         "{text}"

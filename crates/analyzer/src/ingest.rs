@@ -73,8 +73,23 @@ pub struct RunFrames {
     pub opportunities: Option<DataFrame>,
     /// The run's common time origin: ms since the Unix epoch (Pantheon's "init timestamp").
     pub init_ms: f64,
-    /// Problems worth showing (truncated logs, missing clock offsets…), never hidden.
+    /// Problems worth showing (truncated logs, unmatched packets…), never hidden.
     pub warnings: Vec<String>,
+    /// Whether the logs' clocks were corrected.
+    pub clock_offsets: ClockOffsets,
+}
+
+/// Clock correction of a run's logs: one-way delays between two machines are only right when
+/// each log's clock offset (NTP) was measured and applied.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ClockOffsets {
+    /// No log carries an offset (a local run: one clock, none needed).
+    #[default]
+    None,
+    /// Every log's offset was applied.
+    Applied,
+    /// Some logs lack an offset (named here): their delays are uncorrected.
+    Missing(Vec<String>),
 }
 
 /// Finds the datalink (egress, ingress) log pairs of `scheme` run `run` in `dir`, by flow.
@@ -108,18 +123,106 @@ fn read_file(path: &Path) -> Result<Vec<u8>, IngestError> {
     })
 }
 
+/// Pantheon's raw tunnel logs of one run, per flow: `<scheme>_datalink_run<N>_flow<i>_uid<uuid>
+/// .log.egress` (sender side) and `….log.ingress` (receiver side), as its `tmp/` keeps them.
+pub fn find_tunnel_text_logs(dir: &Path, scheme: &str, run: u32) -> Vec<(u32, PathBuf, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let names: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    let mut out = Vec::new();
+    for flow in 1u32.. {
+        let prefix = format!("{scheme}_datalink_run{run}_flow{flow}_");
+        let find = |suffix: &str| {
+            names
+                .iter()
+                .find(|n| n.starts_with(&prefix) && n.ends_with(suffix))
+                .map(|n| dir.join(n))
+        };
+        match (find(".log.egress"), find(".log.ingress")) {
+            (Some(e), Some(i)) => out.push((flow, e, i)),
+            _ => break,
+        }
+    }
+    out
+}
+
+/// The clock offsets Pantheon recorded for a run, in ms: (datalink egress log's, datalink
+/// ingress log's), from `Local clock offset: X ms` / `Remote clock offset: Y ms` in
+/// `<scheme>_stats_run<N>.log` and `sender_side` in `pantheon_metadata.json` (sender remote →
+/// egress gets the remote offset, ingress the local one; and the other way round), applied only
+/// when both were measured, as Pantheon's `process_tunnel_logs`. `None` without both.
+pub fn pantheon_clock_offsets(dir: &Path, scheme: &str, run: u32) -> Option<(f64, f64)> {
+    let stats = std::fs::read_to_string(dir.join(format!("{scheme}_stats_run{run}.log"))).ok()?;
+    let offset = |key: &str| {
+        stats.lines().find_map(|l| {
+            l.trim()
+                .strip_prefix(key)?
+                .trim()
+                .strip_suffix("ms")?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+    };
+    let (local, remote) = (
+        offset("Local clock offset:")?,
+        offset("Remote clock offset:")?,
+    );
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("pantheon_metadata.json")).ok()?)
+            .ok()?;
+    Some(if meta["sender_side"] == "local" {
+        (local, remote)
+    } else {
+        (remote, local)
+    })
+}
+
 /// Reads the datalink packets of `scheme` run `run` in `dir` from the first source present:
-/// our binary logs, Pantheon's merged datalink log, or the mm-link log alone (flow 0); and
-/// the link's capacity from the mm-link log when there is one.
+/// our binary logs, Pantheon's merged datalink log, Pantheon's raw tunnel logs (with the clock
+/// offsets of [`pantheon_clock_offsets`]), or the mm-link log alone (flow 0); and the link's
+/// capacity from the mm-link log when there is one.
 pub fn read_run(dir: &Path, scheme: &str, run: u32) -> Result<RunFrames, IngestError> {
     let link_log = dir.join(link_log_name(scheme, run));
     let merged = dir.join(merged_log_name(scheme, run));
     let pairs = find_datalink_logs(dir, scheme, run);
+    let raw = find_tunnel_text_logs(dir, scheme, run);
     let mut frames = if !pairs.is_empty() {
         read_binary_run(&pairs)?
     } else if merged.exists() {
         let log = parse_link_log(&read_file(&merged)?, &merged.display().to_string());
-        from_link_text(&log)?
+        let mut frames = from_link_text(&log)?;
+        // Pantheon's merge applied the offsets its stats log records.
+        if pantheon_clock_offsets(dir, scheme, run).is_some() {
+            frames.clock_offsets = ClockOffsets::Applied;
+        }
+        frames
+    } else if !raw.is_empty() {
+        let offsets = pantheon_clock_offsets(dir, scheme, run);
+        let mut logs = Vec::new();
+        for (flow, e, i) in &raw {
+            let parse = |p: &PathBuf| -> Result<TunnelTextLog, IngestError> {
+                Ok(crate::text::parse_tunnel_log(
+                    &read_file(p)?,
+                    &p.display().to_string(),
+                )?)
+            };
+            logs.push((*flow, parse(e)?, parse(i)?));
+        }
+        let (eo, io) = offsets.unwrap_or((0.0, 0.0));
+        let flows: Vec<_> = logs.iter().map(|(f, e, i)| (*f, e, eo, i, io)).collect();
+        let mut frames = from_tunnel_text(&flows)?;
+        if offsets.is_none() {
+            frames.clock_offsets = ClockOffsets::Missing(vec![format!(
+                "{}_stats_run{run}.log has no local and remote clock offsets",
+                scheme
+            )]);
+        }
+        frames
     } else if link_log.exists() {
         let log = parse_link_log(&read_file(&link_log)?, &link_log.display().to_string());
         from_link_text(&log)?
@@ -157,6 +260,8 @@ pub fn from_link_text(log: &LinkTextLog) -> Result<RunFrames, IngestError> {
         opportunities: opportunities_frame(log)?,
         init_ms: log.init_ms.unwrap_or(0.0),
         warnings,
+        // Pantheon's merge already applied the offsets it had.
+        clock_offsets: ClockOffsets::None,
     })
 }
 
@@ -200,7 +305,11 @@ pub fn from_tunnel_text(
         }
     }
     let [a, d] = cols;
-    matched(a, d, init_ms, warnings)
+    let mut frames = matched(a, d, init_ms, warnings)?;
+    if flows.iter().any(|f| f.2 != 0.0 || f.4 != 0.0) {
+        frames.clock_offsets = ClockOffsets::Applied;
+    }
+    Ok(frames)
 }
 
 /// Columns of packets identified by UID, before matching.
@@ -253,6 +362,7 @@ fn matched(
         opportunities: None,
         init_ms,
         warnings,
+        clock_offsets: ClockOffsets::None,
     })
 }
 
@@ -335,6 +445,18 @@ fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, Inges
             logs.push((*flow, path, is_arrival, header, records));
         }
     }
+    let without: Vec<String> = logs
+        .iter()
+        .filter(|l| l.3.clock_offset_ns.is_none())
+        .map(|l| l.1.display().to_string())
+        .collect();
+    let clock_offsets = if without.is_empty() {
+        ClockOffsets::Applied
+    } else if without.len() == logs.len() {
+        ClockOffsets::None
+    } else {
+        ClockOffsets::Missing(without)
+    };
     let corrected = |h: &tunnel::log::Header| h.base_realtime_ns + h.clock_offset_ns.unwrap_or(0);
     let min_base = logs.iter().map(|l| corrected(&l.3)).min().unwrap_or(0);
     let count =
@@ -413,6 +535,7 @@ fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, Inges
         opportunities: None,
         init_ms: min_base as f64 / 1e6,
         warnings,
+        clock_offsets,
     })
 }
 
@@ -496,5 +619,55 @@ mod tests {
         let shifted = from_tunnel_text(&[(1, &egress, 0.0, &ingress, 10.0)]).unwrap();
         let s2 = run_stats(&shifted.arrivals, &shifted.departures, None).unwrap();
         assert!((s2.total.min_delay_ms.unwrap() - min - 10.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn pantheon_raw_tunnel_logs_with_the_stats_logs_clock_offsets() {
+        let dir = std::env::temp_dir().join(format!("ingest-raw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let uid = "uid7f3e";
+        std::fs::write(
+            dir.join(format!("cubic_datalink_run1_flow1_{uid}.log.egress")),
+            fixture("pantheon-tunnel_client_egress.log"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(format!("cubic_datalink_run1_flow1_{uid}.log.ingress")),
+            fixture("pantheon-tunnel_server_ingress.log"),
+        )
+        .unwrap();
+        // Without recorded offsets: read, flagged as missing.
+        let plain = read_run(&dir, "cubic", 1).unwrap();
+        assert!(matches!(plain.clock_offsets, ClockOffsets::Missing(_)));
+        let min = |f: &RunFrames| {
+            run_stats(&f.arrivals, &f.departures, None)
+                .unwrap()
+                .total
+                .min_delay_ms
+                .unwrap()
+        };
+        // Sender remote (Pantheon's local-mode wiring): egress gets the remote offset (+3 ms),
+        // ingress the local one (−2 ms) → every delay 5 ms shorter.
+        std::fs::write(
+            dir.join("pantheon_metadata.json"),
+            r#"{"sender_side": "remote"}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("cubic_stats_run1.log"),
+            "Start at: x\nEnd at: y\nLocal clock offset: -2.0 ms\nRemote clock offset: 3.0 ms\n",
+        )
+        .unwrap();
+        assert_eq!(pantheon_clock_offsets(&dir, "cubic", 1), Some((3.0, -2.0)));
+        let corrected = read_run(&dir, "cubic", 1).unwrap();
+        assert_eq!(corrected.clock_offsets, ClockOffsets::Applied);
+        assert!((min(&plain) - min(&corrected) - 5.0).abs() < 1e-6);
+        std::fs::write(
+            dir.join("pantheon_metadata.json"),
+            r#"{"sender_side": "local"}"#,
+        )
+        .unwrap();
+        assert_eq!(pantheon_clock_offsets(&dir, "cubic", 1), Some((-2.0, 3.0)));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -82,6 +82,24 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
                 match analyzer::ingest::read_run(dir, scheme, run_id) {
                     Ok(frames) => {
                         rr.flags.extend(frames.warnings.iter().cloned());
+                        match &frames.clock_offsets {
+                            analyzer::ingest::ClockOffsets::Missing(what) => {
+                                rr.flags.push(format!(
+                                    "clock offsets missing ({}): one-way delays are uncorrected",
+                                    what.join(", ")
+                                ))
+                            }
+                            analyzer::ingest::ClockOffsets::None
+                                if meta["ntp_addr"].is_string() =>
+                            {
+                                rr.flags.push(
+                                    "NTP was requested but no clock offset was recorded: one-way \
+                                     delays are uncorrected"
+                                        .into(),
+                                )
+                            }
+                            _ => {}
+                        }
                         let stats = analyzer::metrics::run_stats(
                             &frames.arrivals,
                             &frames.departures,
