@@ -3,7 +3,7 @@
 # 10 M), from our binary logs and from Pantheon's merged text log, on one core
 # (POLARS_MAX_THREADS=1), each in its own process; prints rates and peak memory (VmHWM).
 #
-#   bash bench/analysis.sh [N=10000000]
+#   [REPS=3] bash bench/analysis.sh [N=10000000]
 #
 # Targets (analysis issue): binary ≥ 5 M packets/s, text ≥ 1 M lines/s, peak memory ≤ 2× the
 # binary logs' size. Needs ~2 GB of disk in $TMPDIR for 10 M packets; removed at the end.
@@ -19,5 +19,7 @@ trap 'rm -rf "$DIR"' EXIT
 echo ">> generating $N packets" >&2
 "$BIN" gen "$DIR" "$N"
 export POLARS_MAX_THREADS=1
-"$BIN" binary "$DIR"
-"$BIN" text "$DIR"
+REPS=${REPS:-3}
+echo ">> $REPS measurements of each (separate processes); compare the medians" >&2
+for _ in $(seq "$REPS"); do "$BIN" binary "$DIR"; done
+for _ in $(seq "$REPS"); do "$BIN" text "$DIR"; done

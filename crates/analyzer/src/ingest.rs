@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use polars::prelude::*;
 use tunnel::log::read_log_with;
 
-use crate::text::{parse_link_log, LinkTextLog, TunnelTextLog};
+use crate::text::{LinkTextLog, TunnelTextLog};
 
 /// Errors of ingest.
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +116,14 @@ pub fn link_log_name(scheme: &str, run: u32) -> String {
     format!("{scheme}_mm_datalink_run{run}.log")
 }
 
+/// A link log, streamed ([`crate::text::read_link_log`]).
+fn read_link(path: &Path) -> Result<LinkTextLog, IngestError> {
+    crate::text::read_link_log(path).map_err(|e| IngestError::Io {
+        file: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
 fn read_file(path: &Path) -> Result<Vec<u8>, IngestError> {
     std::fs::read(path).map_err(|e| IngestError::Io {
         file: path.display().to_string(),
@@ -194,8 +202,8 @@ pub fn read_run(dir: &Path, scheme: &str, run: u32) -> Result<RunFrames, IngestE
     let mut frames = if !pairs.is_empty() {
         read_binary_run(&pairs)?
     } else if merged.exists() {
-        let log = parse_link_log(&read_file(&merged)?, &merged.display().to_string());
-        let mut frames = from_link_text(&log)?;
+        let log = read_link(&merged)?;
+        let mut frames = from_link_text(log)?;
         // Pantheon's merge applied the offsets its stats log records.
         if pantheon_clock_offsets(dir, scheme, run).is_some() {
             frames.clock_offsets = ClockOffsets::Applied;
@@ -224,8 +232,7 @@ pub fn read_run(dir: &Path, scheme: &str, run: u32) -> Result<RunFrames, IngestE
         }
         frames
     } else if link_log.exists() {
-        let log = parse_link_log(&read_file(&link_log)?, &link_log.display().to_string());
-        from_link_text(&log)?
+        from_link_text(read_link(&link_log)?)?
     } else {
         return Err(IngestError::Missing {
             scheme: scheme.into(),
@@ -234,7 +241,7 @@ pub fn read_run(dir: &Path, scheme: &str, run: u32) -> Result<RunFrames, IngestE
         });
     };
     if frames.opportunities.is_none() && link_log.exists() {
-        let log = parse_link_log(&read_file(&link_log)?, &link_log.display().to_string());
+        let log = read_link(&link_log)?;
         if let Some(why) = &log.stopped {
             frames.warnings.push(why.clone());
         }
@@ -245,19 +252,20 @@ pub fn read_run(dir: &Path, scheme: &str, run: u32) -> Result<RunFrames, IngestE
 
 /// Frames of a merged Pantheon datalink log or of an mm-link log. Opportunities count 1500
 /// bytes each, as Pantheon's merge writes them (Mahimahi's 1504 less its 4-byte header).
-pub fn from_link_text(log: &LinkTextLog) -> Result<RunFrames, IngestError> {
-    let e = &log.arrivals;
-    let d = &log.departures;
+/// The log's columns move into the frames (no copy).
+pub fn from_link_text(log: LinkTextLog) -> Result<RunFrames, IngestError> {
+    let opportunities = opportunities_frame(&log)?;
     let mut warnings: Vec<String> = log.stopped.iter().cloned().collect();
     if log.init_ms.is_none() {
         warnings.push("no `# init timestamp:` line: times are relative only".into());
     }
+    let (e, d) = (log.arrivals, log.departures);
     Ok(RunFrames {
-        arrivals: df!("flow" => &e.flow, "t_ms" => &e.t_ms, "size" => &e.size)?,
+        arrivals: df!("flow" => e.flow, "t_ms" => e.t_ms, "size" => e.size)?,
         departures: df!(
-            "flow" => &d.flow, "t_ms" => &d.t_ms, "size" => &d.size, "delay" => &log.delay_ms
+            "flow" => d.flow, "t_ms" => d.t_ms, "size" => d.size, "delay" => log.delay_ms
         )?,
-        opportunities: opportunities_frame(log)?,
+        opportunities,
         init_ms: log.init_ms.unwrap_or(0.0),
         warnings,
         // Pantheon's merge already applied the offsets it had.

@@ -218,15 +218,107 @@ enum LinkEvent {
 /// timestamp is `None`, and a line that does not parse ends the events (see
 /// [`LinkTextLog::stopped`]).
 pub fn parse_link_log(data: &[u8], file: &str) -> LinkTextLog {
-    let mut log = LinkTextLog::default();
-    let cap = data.len() / 16;
-    log.departures.t_ms.reserve(cap);
-    let mut open_quotes = false; // inside a multi-line `# command line:` header
-    for (n, line, complete) in lines(data) {
-        if open_quotes {
-            open_quotes ^= line.iter().filter(|&&b| b == b'\'').count() % 2 == 1;
-            continue;
+    let mut p = LinkLogParser::new(file);
+    p.feed(data);
+    p.finish()
+}
+
+/// Reads a link log in 1 MiB pieces through [`LinkLogParser`], so that only the columns are
+/// held, never the whole file. Errors only if the file cannot be read.
+pub fn read_link_log(path: &std::path::Path) -> std::io::Result<LinkTextLog> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut p = LinkLogParser::new(&path.display().to_string());
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 || !p.feed(&buf[..n]) {
+            return Ok(p.finish());
         }
+    }
+}
+
+/// The link-log parser as a state machine fed with pieces of the file in order (sans-IO; the
+/// pieces may cut lines anywhere).
+#[derive(Debug)]
+pub struct LinkLogParser {
+    log: LinkTextLog,
+    file: String,
+    /// Lines seen so far.
+    line: usize,
+    /// Inside a multi-line `# command line:` header.
+    open_quotes: bool,
+    /// The start of a line cut by the end of the last piece.
+    partial: Vec<u8>,
+    /// A line did not parse: nothing more is read.
+    stopped: bool,
+}
+
+impl LinkLogParser {
+    /// A parser for `file` (named in stop reasons).
+    pub fn new(file: &str) -> LinkLogParser {
+        LinkLogParser {
+            log: LinkTextLog::default(),
+            file: file.to_owned(),
+            line: 0,
+            open_quotes: false,
+            partial: Vec::new(),
+            stopped: false,
+        }
+    }
+
+    /// Parses the complete lines of the next piece; false once a line did not parse.
+    pub fn feed(&mut self, mut data: &[u8]) -> bool {
+        if !self.partial.is_empty() {
+            match data.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    let mut line = std::mem::take(&mut self.partial);
+                    line.extend_from_slice(&data[..i]);
+                    data = &data[i + 1..];
+                    self.one(&line, true);
+                }
+                None => {
+                    self.partial.extend_from_slice(data);
+                    return !self.stopped;
+                }
+            }
+        }
+        while !self.stopped {
+            match data.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    self.one(&data[..i], true);
+                    data = &data[i + 1..];
+                }
+                None => {
+                    self.partial.extend_from_slice(data);
+                    break;
+                }
+            }
+        }
+        !self.stopped
+    }
+
+    /// The log, after the last line (one without a final newline is parsed as cut if it does
+    /// not parse).
+    pub fn finish(mut self) -> LinkTextLog {
+        if !self.stopped && !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            self.one(&line, false);
+        }
+        self.log
+    }
+
+    fn one(&mut self, line: &[u8], complete: bool) {
+        if self.stopped {
+            return;
+        }
+        self.line += 1;
+        let quotes = || line.iter().filter(|&&b| b == b'\'').count() % 2 == 1;
+        if self.open_quotes {
+            self.open_quotes ^= quotes();
+            return;
+        }
+        let log = &mut self.log;
         if line.first() == Some(&b'#') {
             let text = String::from_utf8_lossy(line);
             if let Some(v) = text.strip_prefix("# init timestamp:") {
@@ -234,9 +326,9 @@ pub fn parse_link_log(data: &[u8], file: &str) -> LinkTextLog {
             } else if let Some(v) = text.strip_prefix("# base timestamp:") {
                 log.base_ms = v.trim().parse().ok();
             } else if text.starts_with("# command line:") {
-                open_quotes = line.iter().filter(|&&b| b == b'\'').count() % 2 == 1;
+                self.open_quotes = quotes();
             }
-            continue;
+            return;
         }
         let mut f = line.split(|&b| b == b' ');
         // Every field is read and the line checked whole before anything is recorded.
@@ -268,12 +360,11 @@ pub fn parse_link_log(data: &[u8], file: &str) -> LinkTextLog {
             Some((t, a, LinkEvent::Opportunity)) => log.opportunities.push(0, t, a),
             Some((_, a, LinkEvent::Drop)) => log.dropped_packets += a,
             None => {
-                log.stopped = Some(stop_reason(file, n, line, complete));
-                break;
+                log.stopped = Some(stop_reason(&self.file, self.line, line, complete));
+                self.stopped = true;
             }
         }
     }
-    log
 }
 
 #[cfg(test)]
@@ -377,5 +468,33 @@ mod tests {
             .filter(|l| l.windows(3).any(|w| w == b" d "))
             .count();
         assert_eq!(events + drops, 3000 - 9);
+    }
+
+    #[test]
+    fn pieces_cut_anywhere_parse_as_the_whole() {
+        let data = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/logs/mahimahi_mm-link_uplink_droptail50.log"
+        ))
+        .unwrap();
+        let whole = parse_link_log(&data, "up.log");
+        for piece in [1, 7, 100, 4096] {
+            let mut p = LinkLogParser::new("up.log");
+            for chunk in data.chunks(piece) {
+                assert!(p.feed(chunk));
+            }
+            assert_eq!(p.finish(), whole, "pieces of {piece} bytes");
+        }
+        // A bad line stops the parser wherever the cut falls, naming the same line.
+        let bad = b"# init timestamp: 1\n1 + 10\n2 x 10\n3 + 10\n";
+        let mut p = LinkLogParser::new("m");
+        let mut fed = true;
+        for chunk in bad.chunks(3) {
+            fed &= p.feed(chunk);
+        }
+        assert!(!fed);
+        let log = p.finish();
+        assert_eq!(log.arrivals.len(), 1);
+        assert!(log.stopped.unwrap().starts_with("m:3: cannot parse"));
     }
 }
