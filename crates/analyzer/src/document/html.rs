@@ -22,15 +22,6 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// `once`, `twice`, `N times`.
-pub(super) fn times(n: u32) -> String {
-    match n {
-        1 => "once".into(),
-        2 => "twice".into(),
-        n => format!("{n} times"),
-    }
-}
-
 /// The report as one self-contained HTML page.
 pub fn html(r: &Report) -> String {
     let mut h = String::new();
@@ -47,30 +38,8 @@ pub fn html(r: &Report) -> String {
     );
     let _ = writeln!(w, "<p>Generated at {} (UTC).</p>", escape(&r.generated_at));
     let _ = writeln!(w, "<p>{}</p>", escape(&r.path));
-    let flows = if r.flows.0 == 1 {
-        "1 flow".to_owned()
-    } else {
-        format!(
-            "{} flows with {}-second interval between two flows",
-            r.flows.0, r.flows.1
-        )
-    };
-    let _ = writeln!(
-        w,
-        "<p>Repeated the test of {} congestion control scheme{} {}.<br>Each test lasted for {} \
-         seconds running {flows}.</p>",
-        r.schemes,
-        if r.schemes == 1 { "" } else { "s" },
-        times(r.run_times),
-        r.runtime_s
-    );
-    if let Some(ntp) = &r.ntp {
-        let _ = writeln!(
-            w,
-            "<p>NTP offsets were measured against {} and have been applied to correct the \
-             timestamps in logs.</p>",
-            escape(ntp)
-        );
+    for sentence in r.sentences() {
+        let _ = writeln!(w, "<p>{}</p>", escape(&sentence));
     }
     let _ = writeln!(
         w,
@@ -99,13 +68,7 @@ pub fn html(r: &Report) -> String {
     }
     let _ = writeln!(w, "</section>");
 
-    let k = r
-        .table
-        .iter()
-        .map(|t| t.flows.len())
-        .max()
-        .unwrap_or(1)
-        .max(1);
+    let k = r.table_flows();
     let _ = writeln!(w, "<section><h2>Means over valid runs</h2><table>");
     let flow_heads = |what: &str| {
         (1..=k)

@@ -79,3 +79,52 @@ pub struct Report {
     /// Per scheme and run.
     pub runs: Vec<RunSection>,
 }
+
+impl Report {
+    /// Pantheon's opening sentences: `Repeated the test of N congestion control schemes
+    /// twice.`, `Each test lasted for T seconds running 1 flow.` and, when offsets were
+    /// applied, `NTP offsets were measured against …`.
+    pub fn sentences(&self) -> Vec<String> {
+        let times = match self.run_times {
+            1 => "once".to_owned(),
+            2 => "twice".to_owned(),
+            n => format!("{n} times"),
+        };
+        let flows = if self.flows.0 == 1 {
+            "1 flow".to_owned()
+        } else {
+            format!(
+                "{} flows with {}-second interval between two flows",
+                self.flows.0, self.flows.1
+            )
+        };
+        let mut out = vec![
+            format!(
+                "Repeated the test of {} congestion control scheme{} {times}.",
+                self.schemes,
+                if self.schemes == 1 { "" } else { "s" }
+            ),
+            format!(
+                "Each test lasted for {} seconds running {flows}.",
+                self.runtime_s
+            ),
+        ];
+        if let Some(ntp) = &self.ntp {
+            out.push(format!(
+                "NTP offsets were measured against {ntp} and have been applied to correct the \
+                 timestamps in logs."
+            ));
+        }
+        out
+    }
+
+    /// Columns per metric in the table: the most flows of any scheme (at least 1).
+    pub fn table_flows(&self) -> usize {
+        self.table
+            .iter()
+            .map(|t| t.flows.len())
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+}

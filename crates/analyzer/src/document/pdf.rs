@@ -114,38 +114,8 @@ pub fn pdf(r: &Report) -> Result<Vec<u8>, String> {
     w.text("", 10.0);
     w.text(&format!("Generated at {} (UTC).", r.generated_at), 10.0);
     w.text(&r.path, 10.0);
-    w.text(
-        &format!(
-            "Repeated the test of {} congestion control scheme{} {}.",
-            r.schemes,
-            if r.schemes == 1 { "" } else { "s" },
-            super::html::times(r.run_times)
-        ),
-        10.0,
-    );
-    let flows = if r.flows.0 == 1 {
-        "1 flow".to_owned()
-    } else {
-        format!(
-            "{} flows with {}-second interval between two flows",
-            r.flows.0, r.flows.1
-        )
-    };
-    w.text(
-        &format!(
-            "Each test lasted for {} seconds running {flows}.",
-            r.runtime_s
-        ),
-        10.0,
-    );
-    if let Some(ntp) = &r.ntp {
-        w.text(
-            &format!(
-                "NTP offsets were measured against {ntp} and have been applied to correct the \
-                 timestamps in logs."
-            ),
-            10.0,
-        );
+    for sentence in r.sentences() {
+        w.text(&sentence, 10.0);
     }
     w.text("", 10.0);
     w.text("System info:", 10.0);
@@ -168,13 +138,7 @@ pub fn pdf(r: &Report) -> Result<Vec<u8>, String> {
 
     w.new_page();
     w.text("Means over valid runs", 14.0);
-    let k = r
-        .table
-        .iter()
-        .map(|t| t.flows.len())
-        .max()
-        .unwrap_or(1)
-        .max(1);
+    let k = r.table_flows();
     let cell = |v: Option<f64>| v.map_or("N/A".to_owned(), |v| format!("{v:.2}"));
     w.row(
         &[
