@@ -290,3 +290,52 @@ fn failing_scheme_does_not_stop_the_next_one_and_notes_reach_the_summary() {
         exp.output
     );
 }
+
+#[test]
+fn schemes_check_passes_a_working_scheme_and_says_why_others_fail() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("pantheon-check-schemes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("broken.toml"),
+        "name = \"broken\"\nlabel = \"Broken\"\ncolor = \"red\"\nmarker = \"o\"\n\
+         run_first = \"receiver\"\n[receiver]\ncommand = [\"sleep\", \"100\"]\n\
+         [sender]\ncommand = [\"sh\", \"-c\", \"echo no route to anything >&2; exit 3\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args([
+            "schemes",
+            "check",
+            "cubic",
+            "broken",
+            "--runtime",
+            "3",
+            "--json",
+        ])
+        .arg("--schemes-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["scheme"], "cubic");
+    assert_eq!(v[0]["ok"], true, "{v}");
+    let broken = v[1]["detail"].as_str().unwrap();
+    assert_eq!(v[1]["ok"], false);
+    assert!(
+        broken.contains("exit status: 3") && broken.contains("no route to anything"),
+        "{broken}"
+    );
+    let left: Vec<String> = netns::list_named()
+        .into_iter()
+        .filter(|n| n.starts_with("ptc-"))
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+}

@@ -10,9 +10,11 @@
 //! - [`shell`]: `pantheon shell`, a command inside an emulated path given as Mahimahi shells.
 //! - [`analyze`]: a results directory → Pantheon's stats logs, `pantheon_perf.json`, summary
 //!   table and plots.
+//! - [`check`]: `pantheon schemes check`, each scheme through a short emulated run.
 //! - [`compare`]: `pantheon compare A B`, two results directories side by side.
 
 pub mod analyze;
+pub mod check;
 pub mod compare;
 pub mod plan;
 pub mod runner;

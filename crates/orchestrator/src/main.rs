@@ -154,6 +154,22 @@ enum SchemesAction {
         #[arg(long)]
         json: bool,
     },
+    /// Run each scheme through a short emulated run (10 Mbit/s both ways, mm-delay 28, through
+    /// the tunnel) and say which work and, precisely, what is wrong with the others (needs
+    /// root). Exit status 1 if any fails.
+    Check {
+        /// Schemes to check (default: all).
+        names: Vec<String>,
+        /// Seconds each run lasts.
+        #[arg(long, default_value_t = 5.0)]
+        runtime: f64,
+        /// Extra scheme descriptors (*.toml).
+        #[arg(long)]
+        schemes_dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -282,6 +298,46 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             let md = analyze::analyze_dir(&dir, &registry)?;
             println!("{md}");
             Ok(ExitCode::SUCCESS)
+        }
+        Top::Schemes {
+            action:
+                SchemesAction::Check {
+                    names,
+                    runtime,
+                    schemes_dir,
+                    json,
+                },
+        } => {
+            let registry = Registry::load(schemes_dir.as_deref())?;
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 {
+                anyhow::bail!("`pantheon schemes check` needs root (network namespaces, TUN)");
+            }
+            let work = tempfile::Builder::new()
+                .prefix("pantheon-check-")
+                .tempdir()
+                .context("create a scratch directory")?;
+            let tag = format!("ptc-{}", std::process::id());
+            let verdicts = pantheon_orchestrator::check::check(
+                &registry,
+                &names,
+                secs(runtime, "--runtime")?,
+                work.path(),
+                &tag,
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&verdicts)?);
+            } else {
+                for v in &verdicts {
+                    let status = if v.ok { "ok    " } else { "FAILED" };
+                    println!("{:<8} {status} {}", v.scheme, v.detail);
+                }
+            }
+            Ok(if verdicts.iter().all(|v| v.ok) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Top::Compare {
             a,

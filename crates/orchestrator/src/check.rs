@@ -1,0 +1,123 @@
+//! `pantheon schemes check`: each scheme through a short emulated run (10 Mbit/s both ways,
+//! `mm-delay 28`, through the tunnel, as a real experiment), with a verdict that says precisely
+//! what is wrong when one fails: not runnable here (and why), its run failed (a side exited, with
+//! its status and last output), or it ran but moved (almost) nothing.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::plan::{write_constant_trace, ExperimentPlan};
+use crate::runner::{run_once, RunOutcome};
+use crate::schemes::{Registry, SystemInfo};
+
+/// Least average throughput, Mbit/s, that counts as "the scheme sends" over the 10 Mbit/s path.
+pub const MIN_MBPS: f64 = 1.0;
+
+/// One scheme's verdict.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Verdict {
+    /// Scheme name.
+    pub scheme: String,
+    /// Passed.
+    pub ok: bool,
+    /// What was measured, or what is wrong.
+    pub detail: String,
+}
+
+/// Checks `names` (all runnable schemes if empty) with runs of `runtime` in a scratch directory
+/// under `work` (removed after); `tag` names the namespaces (`<tag>-<i>-*`).
+pub fn check(
+    registry: &Registry,
+    names: &[String],
+    runtime: Duration,
+    work: &Path,
+    tag: &str,
+) -> anyhow::Result<Vec<Verdict>> {
+    let sys = SystemInfo::probe();
+    let names: Vec<String> = if names.is_empty() {
+        registry.all().map(|s| s.name.clone()).collect()
+    } else {
+        names.to_vec()
+    };
+    let trace = work.join("10mbps.trace");
+    write_constant_trace(&trace, 10.0)?;
+    let mut out = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let scheme = registry.get(name)?;
+        if let Some(why) = scheme.unavailable_reason(&sys) {
+            out.push(Verdict {
+                scheme: name.clone(),
+                ok: false,
+                detail: format!("not runnable here: {why}"),
+            });
+            continue;
+        }
+        let dir = work.join(name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let plan = ExperimentPlan {
+            schemes: vec![name.clone()],
+            run_times: 1,
+            start_run_id: 1,
+            runtime,
+            flows: 1,
+            interval: Duration::ZERO,
+            first_side_setup: Duration::from_secs(1),
+            drain_timeout: Duration::from_secs(5),
+            random_order: false,
+            data_dir: dir.clone(),
+            seed: 1,
+            uplink_trace: trace.clone(),
+            downlink_trace: trace.clone(),
+            prepend_mm_cmds: "mm-delay 28".into(),
+            append_mm_cmds: String::new(),
+            extra_mm_link_args: String::new(),
+            schemes_dir: None,
+        };
+        let path = plan.validate(registry)?;
+        let record = run_once(&plan, &path, scheme, 1, &format!("{tag}-{i}"), &|_| {});
+        let verdict = match &record.outcome {
+            RunOutcome::Interrupted => anyhow::bail!("interrupted"),
+            RunOutcome::Failed { reason } => Verdict {
+                scheme: name.clone(),
+                ok: false,
+                detail: format!("its run failed: {reason}"),
+            },
+            RunOutcome::Ok => {
+                let frames = analyzer::ingest::read_run(&dir, name, 1)?;
+                let s = analyzer::metrics::run_stats(
+                    &frames.arrivals,
+                    &frames.departures,
+                    frames.opportunities.as_ref(),
+                )?;
+                let figures = format!(
+                    "{:.2} Mbit/s, p95 one-way delay {}, loss {:.2} %",
+                    s.total.tput_mbps,
+                    s.total
+                        .p95_delay_ms
+                        .map_or("N/A".to_owned(), |d| format!("{d:.1} ms")),
+                    s.total.loss * 100.0
+                );
+                if s.total.tput_mbps >= MIN_MBPS {
+                    Verdict {
+                        scheme: name.clone(),
+                        ok: true,
+                        detail: figures,
+                    }
+                } else {
+                    Verdict {
+                        scheme: name.clone(),
+                        ok: false,
+                        detail: format!(
+                            "ran but sent too little over 10 Mbit/s + 28 ms ({figures}; at least \
+                             {MIN_MBPS} Mbit/s expected): is it full-throttle?"
+                        ),
+                    }
+                }
+            }
+        };
+        out.push(verdict);
+    }
+    Ok(out)
+}
