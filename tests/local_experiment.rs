@@ -303,12 +303,20 @@ fn schemes_check_passes_a_working_scheme_and_says_why_others_fail() {
          [sender]\ncommand = [\"sh\", \"-c\", \"echo no route to anything >&2; exit 3\"]\n",
     )
     .unwrap();
+    std::fs::write(
+        dir.join("idle.toml"),
+        "name = \"idle\"\nlabel = \"Idle\"\ncolor = \"red\"\nmarker = \"o\"\n\
+         run_first = \"receiver\"\n[receiver]\ncommand = [\"sleep\", \"100\"]\n\
+         [sender]\ncommand = [\"sleep\", \"100\"]\n",
+    )
+    .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
         .args([
             "schemes",
             "check",
             "cubic",
             "broken",
+            "idle",
             "--runtime",
             "3",
             "--json",
@@ -332,6 +340,15 @@ fn schemes_check_passes_a_working_scheme_and_says_why_others_fail() {
     assert!(
         broken.contains("exit status: 3") && broken.contains("no route to anything"),
         "{broken}"
+    );
+    // A scheme that sends nothing is caught over loopback.
+    let idle = v[2]["detail"].as_str().unwrap();
+    assert!(idle.contains("full-throttle"), "{idle}");
+    // The working one reports both runs' figures.
+    let cubic = v[0]["detail"].as_str().unwrap();
+    assert!(
+        cubic.starts_with("loopback ") && cubic.contains("emulated "),
+        "{cubic}"
     );
     let left: Vec<String> = netns::list_named()
         .into_iter()

@@ -1,7 +1,8 @@
-//! `pantheon schemes check`: each scheme through a short emulated run (10 Mbit/s both ways,
-//! `mm-delay 28`, through the tunnel, as a real experiment), with a verdict that says precisely
-//! what is wrong when one fails: not runnable here (and why), its run failed (a side exited, with
-//! its status and last output), or it ran but moved (almost) nothing.
+//! `pantheon schemes check`: each scheme as Pantheon's CI checked them — first over loopback
+//! (both sides in a namespace of their own), then through a short emulated run (10 Mbit/s both
+//! ways, `mm-delay 28`, through the tunnel, as a real experiment) — with a verdict that says
+//! precisely what is wrong when one fails: not runnable here (and why), a run failed (which side
+//! exited, with its status and last output), or it ran but moved (almost) nothing.
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,11 +10,13 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::plan::{write_constant_trace, ExperimentPlan};
-use crate::runner::{run_once, RunOutcome};
+use crate::runner::{loopback_run, run_once, RunOutcome};
 use crate::schemes::{Registry, SystemInfo};
 
 /// Least average throughput, Mbit/s, that counts as "the scheme sends" over the 10 Mbit/s path.
 pub const MIN_MBPS: f64 = 1.0;
+/// Least average rate over loopback, Mbit/s (loopback runs at Gbit/s).
+pub const MIN_LOOPBACK_MBPS: f64 = 10.0;
 
 /// One scheme's verdict.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -56,6 +59,32 @@ pub fn check(
         }
         let dir = work.join(name);
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        let lo_tag = format!("{tag}-{i}");
+        let loopback = match loopback_run(scheme, runtime, Duration::from_secs(1), &dir, &lo_tag) {
+            Ok(bytes) => {
+                let mbps = bytes as f64 * 8.0 / runtime.as_secs_f64() / 1e6;
+                if mbps < MIN_LOOPBACK_MBPS {
+                    out.push(Verdict {
+                        scheme: name.clone(),
+                        ok: false,
+                        detail: format!(
+                            "over loopback it sent only {mbps:.1} Mbit/s (at least \
+                             {MIN_LOOPBACK_MBPS} expected): is it full-throttle?"
+                        ),
+                    });
+                    continue;
+                }
+                mbps
+            }
+            Err(e) => {
+                out.push(Verdict {
+                    scheme: name.clone(),
+                    ok: false,
+                    detail: format!("its loopback run failed: {e:#}"),
+                });
+                continue;
+            }
+        };
         let plan = ExperimentPlan {
             schemes: vec![name.clone()],
             run_times: 1,
@@ -92,7 +121,8 @@ pub fn check(
                     frames.opportunities.as_ref(),
                 )?;
                 let figures = format!(
-                    "{:.2} Mbit/s, p95 one-way delay {}, loss {:.2} %",
+                    "loopback {loopback:.0} Mbit/s; emulated {:.2} Mbit/s, p95 one-way delay {}, \
+                     loss {:.2} %",
                     s.total.tput_mbps,
                     s.total
                         .p95_delay_ms

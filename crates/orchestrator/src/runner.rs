@@ -156,6 +156,58 @@ impl RunResources {
     }
 }
 
+/// Both sides of `scheme` over loopback, in a namespace of their own (`<tag>-lo`), for
+/// `duration` after the second side starts (the first gets `first_side_setup` alone); their
+/// output goes to `dir`. Returns the bytes that crossed `lo`, or why the run failed (a side that
+/// exited early, with its status and last output). Everything it started is ended and the
+/// namespace removed on every path.
+pub fn loopback_run(
+    scheme: &Scheme,
+    duration: Duration,
+    first_side_setup: Duration,
+    dir: &Path,
+    tag: &str,
+) -> anyhow::Result<u64> {
+    let mut res = RunResources::default();
+    let result = (|| {
+        let ns = res.netns(format!("{tag}-lo"))?;
+        res.namespaces[ns].ip(&["link", "set", "lo", "up"])?;
+        let port = 50_000;
+        let (first, second) = match scheme.run_first {
+            Side::Receiver => (Side::Receiver, Side::Sender),
+            Side::Sender => (Side::Sender, Side::Receiver),
+        };
+        for (side, wait) in [(first, first_side_setup), (second, duration)] {
+            let argv = scheme.argv(side, "127.0.0.1", port);
+            let p = spawn(&res.namespaces[ns], &argv, dir, &scheme.name, 0, 1, side)?;
+            res.processes.push(p);
+            sleep_checked(wait, &mut res)?;
+        }
+        let out = std::process::Command::new("ip")
+            .args([
+                "-n",
+                res.namespaces[ns].name(),
+                "-j",
+                "-s",
+                "link",
+                "show",
+                "lo",
+            ])
+            .output()
+            .context("run `ip -j -s link show lo`")?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).context("parse `ip -j -s link` output")?;
+        v[0]["stats64"]["tx"]["bytes"]
+            .as_u64()
+            .ok_or_else(|| anyhow!("no tx byte count for lo in `ip -j -s link` output"))
+    })();
+    for p in &mut res.processes {
+        p.stop();
+    }
+    drop(res);
+    result
+}
+
 /// File names of one run's files in the data directory.
 pub fn log_path(
     dir: &Path,
