@@ -296,20 +296,20 @@ fn schemes_check_passes_a_working_scheme_and_says_why_others_fail() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("pantheon-check-schemes-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("broken.toml"),
-        "name = \"broken\"\nlabel = \"Broken\"\ncolor = \"red\"\nmarker = \"o\"\n\
-         run_first = \"receiver\"\n[receiver]\ncommand = [\"sleep\", \"100\"]\n\
-         [sender]\ncommand = [\"sh\", \"-c\", \"echo no route to anything >&2; exit 3\"]\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("idle.toml"),
-        "name = \"idle\"\nlabel = \"Idle\"\ncolor = \"red\"\nmarker = \"o\"\n\
-         run_first = \"receiver\"\n[receiver]\ncommand = [\"sleep\", \"100\"]\n\
-         [sender]\ncommand = [\"sleep\", \"100\"]\n",
-    )
-    .unwrap();
+    // Descriptors whose receiver idles and whose sender runs `sender` (a TOML array).
+    let descriptor = |name: &str, sender: &str| {
+        let text = format!(
+            "name = \"{name}\"\nlabel = \"{name}\"\ncolor = \"red\"\nmarker = \"o\"\n\
+             run_first = \"receiver\"\n[receiver]\ncommand = [\"sleep\", \"100\"]\n\
+             [sender]\ncommand = {sender}\n"
+        );
+        std::fs::write(dir.join(format!("{name}.toml")), text).unwrap();
+    };
+    descriptor(
+        "broken",
+        r#"["sh", "-c", "echo no route to anything >&2; exit 3"]"#,
+    );
+    descriptor("idle", r#"["sleep", "100"]"#);
     let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
         .args([
             "schemes",
