@@ -297,81 +297,144 @@ pub fn from_tunnel_text(
         .iter()
         .flat_map(|&(_, e, eo, i, io)| [base(e, eo), base(i, io)])
         .fold(f64::INFINITY, f64::min);
-    let mut cols: [PacketColumns; 2] = Default::default();
     let mut warnings = Vec::new();
-    for &(flow, egress, e_off, ingress, i_off) in flows {
-        for (log, off, c) in [(egress, e_off, 0), (ingress, i_off, 1)] {
-            if let Some(why) = &log.stopped {
-                warnings.push(why.clone());
-            }
-            let shift = base(log, off) - init_ms;
-            let c = &mut cols[c];
-            c.flow.extend(std::iter::repeat_n(flow, log.t_ms.len()));
-            c.uid.extend_from_slice(&log.uid);
-            c.t_ms.extend(log.t_ms.iter().map(|t| t + shift));
-            c.size.extend_from_slice(&log.size);
+    let shift = |l: &TunnelTextLog, off: f64| base(l, off) - init_ms;
+    let total = |pick: fn(&(u32, &TunnelTextLog, f64, &TunnelTextLog, f64)) -> usize| {
+        flows.iter().map(pick).sum::<usize>()
+    };
+    let mut m = Matcher::with_capacity(total(|f| f.1.uid.len()), total(|f| f.3.uid.len()));
+    for &(flow, egress, e_off, _, _) in flows {
+        let s = shift(egress, e_off);
+        for k in 0..egress.uid.len() {
+            m.arrival(flow, s + egress.t_ms[k], egress.size[k], egress.uid[k]);
+        }
+        m.end_flow();
+    }
+    for &(flow, _, _, ingress, i_off) in flows {
+        let s = shift(ingress, i_off);
+        for k in 0..ingress.uid.len() {
+            m.departure(flow, s + ingress.t_ms[k], ingress.size[k], ingress.uid[k]);
         }
     }
-    let [a, d] = cols;
-    let mut frames = matched(a, d, init_ms, warnings)?;
-    if flows.iter().any(|f| f.2 != 0.0 || f.4 != 0.0) {
-        frames.clock_offsets = ClockOffsets::Applied;
+    for &(_, egress, _, ingress, _) in flows {
+        warnings.extend(egress.stopped.iter().chain(&ingress.stopped).cloned());
     }
-    Ok(frames)
+    let applied = flows.iter().any(|f| f.2 != 0.0 || f.4 != 0.0);
+    let offsets = if applied {
+        ClockOffsets::Applied
+    } else {
+        ClockOffsets::None
+    };
+    m.finish(init_ms, warnings, offsets)
 }
 
-/// Columns of packets identified by UID, before matching.
-#[derive(Debug, Default)]
-struct PacketColumns {
-    flow: Vec<u32>,
-    uid: Vec<u64>,
-    t_ms: Vec<f64>,
-    size: Vec<u64>,
+/// The packets of one run matched on (flow, UID), as `merge_tunnel_logs.py` matches them:
+/// every flow's arrivals first ([`Matcher::arrival`], then [`Matcher::end_flow`] after each
+/// flow's log), then the departures, each given its one-way delay (departure − arrival time)
+/// through a per-flow UID index; a departure never logged as sent gets no delay. Used for our
+/// binary logs and for Pantheon's tunnel text logs alike.
+struct Matcher {
+    a_flow: Vec<u32>,
+    a_t: Vec<f64>,
+    a_size: Vec<u64>,
+    /// UIDs of the arrivals added since the last `end_flow`, and where they start.
+    pending: Vec<u64>,
+    pending_base: usize,
+    /// Per flow (a run has a few: a short list is cheaper per packet than a hash map).
+    index: Vec<(u32, UidIndex)>,
+    d_flow: Vec<u32>,
+    d_t: Vec<f64>,
+    d_size: Vec<u64>,
+    /// NaN when unknown (turned into nulls at the end).
+    d_delay: Vec<f64>,
+    unmatched: usize,
 }
 
-/// Matches departures to arrivals on (flow, uid) → frames with the one-way delay.
-fn matched(
-    a: PacketColumns,
-    d: PacketColumns,
-    init_ms: f64,
-    mut warnings: Vec<String>,
-) -> Result<RunFrames, IngestError> {
-    let arrivals = packets_frame(a.flow, a.uid, a.t_ms, a.size)?;
-    let departures = packets_frame(d.flow, d.uid, d.t_ms, d.size)?;
-    let sent =
-        arrivals
-            .clone()
-            .lazy()
-            .select([col("flow"), col("uid"), col("t_ms").alias("t_sent")]);
-    let departures = departures
-        .lazy()
-        .join(
-            sent,
-            [col("flow"), col("uid")],
-            [col("flow"), col("uid")],
-            JoinArgs::new(JoinType::Left),
-        )
-        .select([
-            col("flow"),
-            col("t_ms"),
-            col("size"),
-            (col("t_ms") - col("t_sent")).alias("delay"),
-        ])
-        .collect()?;
-    let unmatched = departures.column("delay")?.null_count();
-    if unmatched > 0 {
-        warnings.push(format!(
-            "{unmatched} received packets were never logged as sent (no one-way delay)"
-        ));
+impl Matcher {
+    /// Columns sized for this many arrivals and departures (no growth by doubling).
+    fn with_capacity(arrivals: usize, departures: usize) -> Matcher {
+        Matcher {
+            a_flow: Vec::with_capacity(arrivals),
+            a_t: Vec::with_capacity(arrivals),
+            a_size: Vec::with_capacity(arrivals),
+            pending: Vec::new(),
+            pending_base: 0,
+            index: Vec::new(),
+            d_flow: Vec::with_capacity(departures),
+            d_t: Vec::with_capacity(departures),
+            d_size: Vec::with_capacity(departures),
+            d_delay: Vec::with_capacity(departures),
+            unmatched: 0,
+        }
     }
-    Ok(RunFrames {
-        arrivals: arrivals.drop("uid")?,
-        departures,
-        opportunities: None,
-        init_ms,
-        warnings,
-        clock_offsets: ClockOffsets::None,
-    })
+
+    /// A packet that entered the path at `t` ms.
+    fn arrival(&mut self, flow: u32, t: f64, size: u64, uid: u64) {
+        self.a_flow.push(flow);
+        self.a_t.push(t);
+        self.a_size.push(size);
+        self.pending.push(uid);
+    }
+
+    /// Indexes the arrivals added since the last call: one flow's log.
+    fn end_flow(&mut self) {
+        let uids = std::mem::take(&mut self.pending);
+        if let Some(&flow) = self.a_flow.get(self.pending_base) {
+            self.index.retain(|(f, _)| *f != flow);
+            self.index
+                .push((flow, UidIndex::new(&uids, self.pending_base)));
+        }
+        self.pending_base = self.a_t.len();
+    }
+
+    /// A packet that left the path at `t` ms.
+    fn departure(&mut self, flow: u32, t: f64, size: u64, uid: u64) {
+        let sent = self
+            .index
+            .iter()
+            .find(|(f, _)| *f == flow)
+            .and_then(|(_, i)| i.get(uid))
+            .filter(|&i| self.a_flow[i] == flow);
+        self.d_flow.push(flow);
+        self.d_t.push(t);
+        self.d_size.push(size);
+        self.d_delay
+            .push(sent.map_or(f64::NAN, |i| t - self.a_t[i]));
+        self.unmatched += usize::from(sent.is_none());
+    }
+
+    /// The frames; the index is dropped before they are built.
+    fn finish(
+        self,
+        init_ms: f64,
+        mut warnings: Vec<String>,
+        clock_offsets: ClockOffsets,
+    ) -> Result<RunFrames, IngestError> {
+        drop(self.index);
+        if self.unmatched > 0 {
+            warnings.push(format!(
+                "{} received packets were never logged as sent (no one-way delay)",
+                self.unmatched
+            ));
+        }
+        let delay = Float64Chunked::from_iter_options(
+            "delay".into(),
+            self.d_delay.into_iter().map(|d| (!d.is_nan()).then_some(d)),
+        );
+        Ok(RunFrames {
+            arrivals: df!("flow" => self.a_flow, "t_ms" => self.a_t, "size" => self.a_size)?,
+            departures: DataFrame::new_infer_height(vec![
+                Column::new("flow".into(), self.d_flow),
+                Column::new("t_ms".into(), self.d_t),
+                Column::new("size".into(), self.d_size),
+                delay.into_column(),
+            ])?,
+            opportunities: None,
+            init_ms,
+            warnings,
+            clock_offsets,
+        })
+    }
 }
 
 /// Where each sent packet's arrival time is, by UID, for one flow: a dense table when the
@@ -430,33 +493,18 @@ fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, Inges
                 warnings.push(format!("flow {flow}: {} is missing", path.display()));
                 continue;
             }
-            let mut head = [0u8; tunnel::log::HEADER_LEN];
-            let got = std::fs::File::open(path)
-                .and_then(|mut f| {
-                    use std::io::Read;
-                    f.read(&mut head)
-                })
-                .map_err(|e| IngestError::Io {
-                    file: path.display().to_string(),
-                    message: e.to_string(),
-                })?;
-            let header = tunnel::log::Header::decode(&head[..got]).map_err(|source| {
-                tunnel::log::ReadError::Format {
-                    path: path.clone(),
-                    source,
-                }
-            })?;
-            // Records in the file, to size the columns once (no growth by doubling).
+            let header = tunnel::log::read_header(path)?;
+            // Records in the file, to size the columns once.
             let records = std::fs::metadata(path).map_or(0, |m| {
                 (m.len() as usize).saturating_sub(tunnel::log::HEADER_LEN) / tunnel::log::RECORD_LEN
             });
-            logs.push((*flow, path, is_arrival, header, records));
+            logs.push((path, is_arrival, header, records));
         }
     }
     let without: Vec<String> = logs
         .iter()
-        .filter(|l| l.3.clock_offset_ns.is_none())
-        .map(|l| l.1.display().to_string())
+        .filter(|l| l.2.clock_offset_ns.is_none())
+        .map(|l| l.0.display().to_string())
         .collect();
     let clock_offsets = if without.is_empty() {
         ClockOffsets::Applied
@@ -466,95 +514,37 @@ fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, Inges
         ClockOffsets::Missing(without)
     };
     let corrected = |h: &tunnel::log::Header| h.base_realtime_ns + h.clock_offset_ns.unwrap_or(0);
-    let min_base = logs.iter().map(|l| corrected(&l.3)).min().unwrap_or(0);
+    let min_base = logs.iter().map(|l| corrected(&l.2)).min().unwrap_or(0);
     let count =
-        |arrival: bool| -> usize { logs.iter().filter(|l| l.2 == arrival).map(|l| l.4).sum() };
-    let shift_ms = |h: &tunnel::log::Header| (corrected(h) - min_base) as f64 / 1e6;
-
-    let mut a_flow: Vec<u32> = Vec::with_capacity(count(true));
-    let mut a_t: Vec<f64> = Vec::with_capacity(count(true));
-    let mut a_size: Vec<u64> = Vec::with_capacity(count(true));
-    let mut index: std::collections::HashMap<u16, UidIndex> = Default::default();
-    let note = |warnings: &mut Vec<String>,
-                path: &Path,
-                n: usize,
-                stop: Option<tunnel::log::FormatError>| {
-        if let Some(stop) = stop {
-            warnings.push(format!(
-                "{}: read {n} records, stopped at {stop}",
-                path.display()
-            ));
+        |arrival: bool| -> usize { logs.iter().filter(|l| l.1 == arrival).map(|l| l.3).sum() };
+    let mut m = Matcher::with_capacity(count(true), count(false));
+    // Arrivals (egress logs) first, so that every departure finds its flow's index.
+    for arrivals in [true, false] {
+        for (path, _, header, _) in logs.iter().filter(|l| l.1 == arrivals) {
+            let shift = (corrected(header) - min_base) as f64 / 1e6;
+            let mut n = 0;
+            let (_, stop) = read_log_with(path, |r| {
+                let t = shift + r.t_ns as f64 / 1e6;
+                let (flow, size) = (u32::from(r.flow), u64::from(r.size));
+                if arrivals {
+                    m.arrival(flow, t, size, r.uid);
+                } else {
+                    m.departure(flow, t, size, r.uid);
+                }
+                n += 1;
+            })?;
+            if arrivals {
+                m.end_flow();
+            }
+            if let Some(stop) = stop {
+                warnings.push(format!(
+                    "{}: read {n} records, stopped at {stop}",
+                    path.display()
+                ));
+            }
         }
-    };
-    for (flow, path, _, header, records) in logs.iter().filter(|l| l.2) {
-        let shift = shift_ms(header);
-        let base = a_t.len();
-        let mut uids = Vec::with_capacity(*records);
-        let (_, stop) = read_log_with(path, |r| {
-            a_flow.push(u32::from(r.flow));
-            a_t.push(shift + r.t_ns as f64 / 1e6);
-            a_size.push(u64::from(r.size));
-            uids.push(r.uid);
-        })?;
-        note(&mut warnings, path, uids.len(), stop);
-        index.insert(*flow, UidIndex::new(&uids, base));
     }
-    let mut d_flow: Vec<u32> = Vec::with_capacity(count(false));
-    let mut d_t: Vec<f64> = Vec::with_capacity(count(false));
-    let mut d_size: Vec<u64> = Vec::with_capacity(count(false));
-    let mut d_delay: Vec<f64> = Vec::with_capacity(count(false));
-    let mut unmatched = 0usize;
-    for (flow, path, _, header, _) in logs.iter().filter(|l| !l.2) {
-        let shift = shift_ms(header);
-        let idx = index.get(flow);
-        let mut n = 0;
-        let (_, stop) = read_log_with(path, |r| {
-            let t = shift + r.t_ns as f64 / 1e6;
-            let sent = idx
-                .and_then(|i| i.get(r.uid))
-                .filter(|&i| a_flow[i] == u32::from(r.flow));
-            d_flow.push(u32::from(r.flow));
-            d_t.push(t);
-            d_size.push(u64::from(r.size));
-            d_delay.push(sent.map_or(f64::NAN, |i| t - a_t[i]));
-            unmatched += usize::from(sent.is_none());
-            n += 1;
-        })?;
-        note(&mut warnings, path, n, stop);
-    }
-    drop(index);
-    if unmatched > 0 {
-        warnings.push(format!(
-            "{unmatched} received packets were never logged as sent (no one-way delay)"
-        ));
-    }
-    let delay = Float64Chunked::from_iter_options(
-        "delay".into(),
-        d_delay.into_iter().map(|d| (!d.is_nan()).then_some(d)),
-    );
-    Ok(RunFrames {
-        arrivals: df!("flow" => a_flow, "t_ms" => a_t, "size" => a_size)?,
-        departures: DataFrame::new_infer_height(vec![
-            Column::new("flow".into(), d_flow),
-            Column::new("t_ms".into(), d_t),
-            Column::new("size".into(), d_size),
-            delay.into_column(),
-        ])?,
-        opportunities: None,
-        init_ms: min_base as f64 / 1e6,
-        warnings,
-        clock_offsets,
-    })
-}
-
-/// A packet frame from columns (flow, uid, t_ms, size).
-pub fn packets_frame(
-    flow: Vec<u32>,
-    uid: Vec<u64>,
-    t_ms: Vec<f64>,
-    size: Vec<u64>,
-) -> PolarsResult<DataFrame> {
-    df!("flow" => flow, "uid" => uid, "t_ms" => t_ms, "size" => size)
+    m.finish(min_base as f64 / 1e6, warnings, clock_offsets)
 }
 
 #[cfg(test)]

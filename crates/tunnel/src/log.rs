@@ -312,19 +312,7 @@ pub fn read_log_with(
         path: path.to_owned(),
         source,
     };
-    let mut file = File::open(path).map_err(io_err)?;
-    let mut head = [0u8; HEADER_LEN];
-    let mut got = 0;
-    while got < HEADER_LEN {
-        match file.read(&mut head[got..]).map_err(io_err)? {
-            0 => break,
-            n => got += n,
-        }
-    }
-    let header = Header::decode(&head[..got]).map_err(|source| ReadError::Format {
-        path: path.to_owned(),
-        source,
-    })?;
+    let (mut file, header) = open_log(path)?;
     let mut buf = vec![0u8; 1 << 20];
     let (mut filled, mut offset) = (0, HEADER_LEN);
     loop {
@@ -342,6 +330,33 @@ pub fn read_log_with(
         filled -= used;
         offset += used;
     }
+}
+
+/// The header of the log at `path` (its first 64 bytes only). Errors as [`read_log`].
+pub fn read_header(path: &Path) -> Result<Header, ReadError> {
+    open_log(path).map(|(_, header)| header)
+}
+
+/// Opens a log and decodes its header; the file is left positioned at the first record.
+fn open_log(path: &Path) -> Result<(File, Header), ReadError> {
+    let io_err = |source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = File::open(path).map_err(io_err)?;
+    let mut head = [0u8; HEADER_LEN];
+    let mut got = 0;
+    while got < HEADER_LEN {
+        match file.read(&mut head[got..]).map_err(io_err)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    let header = Header::decode(&head[..got]).map_err(|source| ReadError::Format {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok((file, header))
 }
 
 /// Decodes the whole records at the start of `body` (whose first byte is at file offset
