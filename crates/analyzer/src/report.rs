@@ -588,7 +588,9 @@ mod tests {
         )
         .unwrap();
         let opp = polars::df!("t_ms" => [0.0, 999.0], "size" => [1500u64, 1500]).unwrap();
-        let ts = crate::timeseries::time_series(&arrivals, &departures, Some(&opp), 500.0).unwrap();
+        let stats = crate::metrics::run_stats(&arrivals, &departures, Some(&opp)).unwrap();
+        let ts = crate::timeseries::time_series(&arrivals, &departures, Some(&opp), &stats, 500.0)
+            .unwrap();
         for name in ["t.svg", "t.png", "d.svg", "d.png"] {
             let path = dir.join(name);
             if name.starts_with('t') {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
-use crate::metrics::throughput_mbps;
+use crate::metrics::{throughput_mbps, RunStats};
 
 /// One flow over time.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -91,11 +91,14 @@ fn binned(
     Ok(out)
 }
 
-/// Computes the time series of a run from its frames (see [`crate::ingest::RunFrames`]).
+/// Computes the time series of a run from its frames (see [`crate::ingest::RunFrames`]); the
+/// legends' egress means, 95th percentiles and average capacity are the run's `stats` (the
+/// same numbers as the stats text, not computed a second way).
 pub fn time_series(
     arrivals: &DataFrame,
     departures: &DataFrame,
     opportunities: Option<&DataFrame>,
+    stats: &RunStats,
     bin_ms: f64,
 ) -> PolarsResult<TimeSeries> {
     let times = |df: &DataFrame| -> PolarsResult<(f64, f64)> {
@@ -121,12 +124,9 @@ pub fn time_series(
     };
     let ingress = binned(arrivals, true, first_ms, bin_ms, bins)?;
     let egress = binned(departures, true, first_ms, bin_ms, bins)?;
-    let (capacity, capacity_mean) = match opportunities {
-        Some(o) => (
-            binned(o, false, first_ms, bin_ms, bins)?.remove(&0),
-            crate::metrics::capacity_mbps(o)?,
-        ),
-        None => (None, None),
+    let capacity = match opportunities {
+        Some(o) => binned(o, false, first_ms, bin_ms, bins)?.remove(&0),
+        None => None,
     };
     let mut flows: BTreeMap<u32, FlowSeries> = BTreeMap::new();
     for (f, v) in ingress {
@@ -135,9 +135,9 @@ pub fn time_series(
     for (f, v) in egress {
         flows.entry(f).or_default().egress = v;
     }
-    // Means and delays per flow.
-    let mean_of = |df: &DataFrame, flow: u32| -> PolarsResult<f64> {
-        let sel = df
+    // Ingress means (Pantheon's legend; not a metric) and delays per flow.
+    let ingress_mean = |flow: u32| -> PolarsResult<f64> {
+        let sel = arrivals
             .clone()
             .lazy()
             .filter(col("flow").cast(DataType::UInt32).eq(lit(flow)))
@@ -169,21 +169,16 @@ pub fn time_series(
             .collect()?;
         let t = column_f64(&d, "t_ms")?;
         let delay = column_f64(&d, "delay")?;
-        let mut sorted = delay.clone();
-        sorted.sort_by(f64::total_cmp);
-        let p95 = (!sorted.is_empty()).then(|| {
-            // Nearest rank as numpy's 'nearest': index round(0.95·(n−1)).
-            sorted[(0.95 * (sorted.len() - 1) as f64).round() as usize]
-        });
+        let flow_stats = stats.flows.get(&f);
         let series = flows.get_mut(&f).expect("flow ids from the map");
-        series.ingress_mean = mean_of(arrivals, f)?;
-        series.egress_mean = mean_of(departures, f)?;
+        series.ingress_mean = ingress_mean(f)?;
+        series.egress_mean = flow_stats.map_or(0.0, |s| s.tput_mbps);
         series.delays = t
             .iter()
             .zip(&delay)
             .map(|(t, d)| ((t - first_ms) / 1000.0, *d))
             .collect();
-        series.p95_delay_ms = p95;
+        series.p95_delay_ms = flow_stats.and_then(|s| s.p95_delay_ms);
         for v in [&mut series.ingress, &mut series.egress] {
             v.resize(bins, 0.0);
         }
@@ -193,7 +188,7 @@ pub fn time_series(
         first_ms,
         bins,
         capacity,
-        capacity_mean,
+        capacity_mean: stats.capacity_mbps,
         flows,
     })
 }
@@ -216,7 +211,8 @@ mod tests {
         )
         .unwrap();
         let opp = df!("t_ms" => [0.0, 499.0, 999.0], "size" => [1500u64, 1500, 1500]).unwrap();
-        let ts = time_series(&arrivals, &departures, Some(&opp), 500.0).unwrap();
+        let stats = crate::metrics::run_stats(&arrivals, &departures, Some(&opp)).unwrap();
+        let ts = time_series(&arrivals, &departures, Some(&opp), &stats, 500.0).unwrap();
         assert_eq!((ts.first_ms, ts.bins), (0.0, 2));
         // 1500 B in 500 ms = 0.024 Mbit/s.
         let one = 1500.0 * 8.0 / 500_000.0;

@@ -118,10 +118,10 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
                                 stats.total.negative_delays
                             ));
                         }
-                        rr.stats = Some(stats);
-                        if let Err(e) = run_plots(dir, scheme, run_id, &frames) {
+                        if let Err(e) = run_plots(dir, scheme, run_id, &frames, &stats) {
                             rr.flags.push(format!("plots not drawn: {e:#}"));
                         }
+                        rr.stats = Some(stats);
                     }
                     Err(e) => {
                         rr.status = "failed".into();
@@ -440,11 +440,13 @@ fn run_plots(
     scheme: &str,
     run_id: u32,
     frames: &analyzer::ingest::RunFrames,
+    stats: &RunStats,
 ) -> anyhow::Result<()> {
     let ts = analyzer::timeseries::time_series(
         &frames.arrivals,
         &frames.departures,
         frames.opportunities.as_ref(),
+        stats,
         500.0,
     )?;
     report::throughput_plot(
