@@ -195,12 +195,16 @@ impl Scheme {
     }
 }
 
-/// Finds `program` on `PATH`.
+/// Finds `program` on `PATH`: the first executable file of that name.
 pub fn find_in_path(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|d| d.join(program))
-            .find(|p| p.is_file())
+            .find(|p| {
+                std::fs::metadata(p)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
     })
 }
 

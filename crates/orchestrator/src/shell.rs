@@ -359,17 +359,12 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
 /// its exit code. Errors if a shell's binary is not on PATH.
 fn run_mahimahi(chain: &emucal::mm::Chain, chain_words: &[String]) -> anyhow::Result<i32> {
     let argv = emucal::mm::mahimahi_argv(chain, chain_words)?;
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let on_path = |program: &str| {
-        std::env::split_paths(&path).any(|d| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(d.join(program))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    };
     let mut programs: Vec<&str> = chain.shells.iter().map(|s| s.program()).collect();
     programs.dedup();
-    if let Some(missing) = programs.iter().find(|p| !on_path(p)) {
+    if let Some(missing) = programs
+        .iter()
+        .find(|p| crate::schemes::find_in_path(p).is_none())
+    {
         anyhow::bail!(
             "--emulator-backend mahimahi: `{missing}` is not on PATH (Mahimahi is not packaged \
              for current Debian/Ubuntu: build it from https://github.com/ravinet/mahimahi, or \
