@@ -80,6 +80,11 @@ pub fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
 
+/// Arithmetic mean, `None` for no values (for tables that print N/A).
+pub fn mean_if_any(x: &[f64]) -> Option<f64> {
+    (!x.is_empty()).then(|| mean(x))
+}
+
 /// Sample standard deviation (n − 1); `None` for fewer than two values.
 pub fn std_dev(x: &[f64]) -> Option<f64> {
     (x.len() >= 2).then(|| {

@@ -149,11 +149,7 @@ fn draw_summary<DB: DrawingBackend>(
         .iter()
         .map(|s| {
             let pts: Vec<(f64, f64)> = if mean && !s.runs.is_empty() {
-                let n = s.runs.len() as f64;
-                vec![(
-                    s.runs.iter().map(|p| p.0).sum::<f64>() / n,
-                    s.runs.iter().map(|p| p.1).sum::<f64>() / n,
-                )]
+                vec![centroid(&s.runs)]
             } else {
                 s.runs.clone()
             };
@@ -414,6 +410,15 @@ fn draw_delay<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Result<(),
     root.present().map_err(e)
 }
 
+/// The mean of (delay, throughput) points: a scheme's point in the mean summary plot.
+fn centroid(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    (
+        points.iter().map(|p| p.0).sum::<f64>() / n,
+        points.iter().map(|p| p.1).sum::<f64>() / n,
+    )
+}
+
 /// The 1-σ ellipse of a scheme's runs, as the Pantheon paper's figures
 /// (`ellipsemaker`): centred at the mean of the (delay, throughput) points, semi-axes the
 /// square roots of the eigenvalues of their sample covariance, along its eigenvectors;
@@ -423,10 +428,7 @@ pub fn sigma_ellipse(runs: &[(f64, f64)], points: usize) -> Option<Vec<(f64, f64
         return None;
     }
     let n = runs.len() as f64;
-    let (mx, my) = (
-        runs.iter().map(|p| p.0).sum::<f64>() / n,
-        runs.iter().map(|p| p.1).sum::<f64>() / n,
-    );
+    let (mx, my) = centroid(runs);
     let cov = |f: &dyn Fn(&(f64, f64)) -> f64| runs.iter().map(f).sum::<f64>() / (n - 1.0);
     let (a, b, c) = (
         cov(&|p| (p.0 - mx).powi(2)),

@@ -177,7 +177,7 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
             .collect();
         let mean = |f: &dyn Fn(&RunStats) -> Option<f64>| -> Option<f64> {
             let v: Vec<f64> = valid.iter().filter_map(|s| f(s)).collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            analyzer::compare::mean_if_any(&v)
         };
         let fmt = |v: Option<f64>, p: usize| v.map_or("N/A".to_owned(), |x| format!("{x:.p$}"));
         let label = registry
@@ -344,7 +344,7 @@ fn write_report(
                 .filter_map(|s| s.flows.get(&flow))
                 .filter_map(f)
                 .collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            analyzer::compare::mean_if_any(&v)
         };
         table.push(TableRow {
             label: label(scheme),
