@@ -588,6 +588,26 @@ pub fn mahimahi_argv(chain: &Chain, chain_words: &[String]) -> Result<Vec<String
     Ok(argv)
 }
 
+/// The words of `PREPEND mm-link UP DOWN LINK_ARGS`, the chain Pantheon's flags (and an
+/// emulator preset) describe.
+pub fn link_chain_words(
+    prepend: &str,
+    uplink_trace: &Path,
+    downlink_trace: &Path,
+    link_args: &str,
+) -> Vec<String> {
+    prepend
+        .split_whitespace()
+        .map(str::to_owned)
+        .chain([
+            "mm-link".to_owned(),
+            uplink_trace.display().to_string(),
+            downlink_trace.display().to_string(),
+        ])
+        .chain(link_args.split_whitespace().map(str::to_owned))
+        .collect()
+}
+
 impl EmulatedPath {
     /// The path of a parsed chain, its command line being the chain's words.
     pub fn from_chain(shells: Vec<Shell>, words: &[String]) -> EmulatedPath {
@@ -607,13 +627,7 @@ impl EmulatedPath {
         extra_link_args: &str,
         append: &str,
     ) -> Result<EmulatedPath, MmError> {
-        let mut words: Vec<String> = prepend.split_whitespace().map(str::to_owned).collect();
-        words.extend([
-            "mm-link".to_owned(),
-            uplink_trace.display().to_string(),
-            downlink_trace.display().to_string(),
-        ]);
-        words.extend(extra_link_args.split_whitespace().map(str::to_owned));
+        let mut words = link_chain_words(prepend, uplink_trace, downlink_trace, extra_link_args);
         words.push("--".into());
         words.extend(append.split_whitespace().map(str::to_owned));
         let chain = parse_chain(&words)?;

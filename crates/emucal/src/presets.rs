@@ -42,13 +42,7 @@ impl Preset {
     /// The whole chain with `trace` as both traces:
     /// `PREPEND mm-link TRACE TRACE LINK_ARGS`.
     pub fn chain_words(&self, trace: &Path) -> Vec<String> {
-        let trace = trace.display().to_string();
-        self.prepend
-            .split_whitespace()
-            .map(str::to_owned)
-            .chain(["mm-link".to_owned(), trace.clone(), trace])
-            .chain(self.link_args.split_whitespace().map(str::to_owned))
-            .collect()
+        crate::mm::link_chain_words(&self.prepend, trace, trace, &self.link_args)
     }
 }
 
