@@ -270,29 +270,23 @@ impl LinkLogParser {
     /// Parses the complete lines of the next piece; false once a line did not parse.
     pub fn feed(&mut self, mut data: &[u8]) -> bool {
         if !self.partial.is_empty() {
-            match data.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    let mut line = std::mem::take(&mut self.partial);
-                    line.extend_from_slice(&data[..i]);
-                    data = &data[i + 1..];
-                    self.one(&line, true);
-                }
-                None => {
-                    self.partial.extend_from_slice(data);
-                    return !self.stopped;
-                }
-            }
+            let Some(i) = data.iter().position(|&b| b == b'\n') else {
+                self.partial.extend_from_slice(data);
+                return !self.stopped;
+            };
+            let mut line = std::mem::take(&mut self.partial);
+            line.extend_from_slice(&data[..i]);
+            data = &data[i + 1..];
+            self.one(&line, true);
         }
-        while !self.stopped {
-            match data.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    self.one(&data[..i], true);
-                    data = &data[i + 1..];
-                }
-                None => {
-                    self.partial.extend_from_slice(data);
-                    break;
-                }
+        for (_, line, complete) in lines(data) {
+            if self.stopped {
+                break;
+            }
+            if complete {
+                self.one(line, true);
+            } else {
+                self.partial.extend_from_slice(line);
             }
         }
         !self.stopped
