@@ -10,6 +10,7 @@
 //! - [`shell`]: `pantheon shell`, a command inside an emulated path given as Mahimahi shells.
 //! - [`analyze`]: a results directory → Pantheon's stats logs, `pantheon_perf.json`, summary
 //!   table and plots.
+//! - [`setup`]: `pantheon schemes setup`, what the descriptors ask to install and run once.
 //! - [`check`]: `pantheon schemes check`, each scheme through a short emulated run.
 //! - [`compare`]: `pantheon compare A B`, two results directories side by side.
 
@@ -19,4 +20,5 @@ pub mod compare;
 pub mod plan;
 pub mod runner;
 pub mod schemes;
+pub mod setup;
 pub mod shell;

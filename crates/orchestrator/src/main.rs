@@ -154,6 +154,19 @@ enum SchemesAction {
         #[arg(long)]
         json: bool,
     },
+    /// Install what schemes need — Debian, Python and Rust packages from their descriptors —
+    /// and run their setup steps (needs root for apt). Exit status 1 if any fails.
+    Setup {
+        /// Schemes to set up.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        names: Vec<String>,
+        /// Set up every scheme.
+        #[arg(long)]
+        all: bool,
+        /// Extra scheme descriptors (*.toml).
+        #[arg(long)]
+        schemes_dir: Option<PathBuf>,
+    },
     /// Run each scheme through a short emulated run (10 Mbit/s both ways, mm-delay 28, through
     /// the tunnel) and say which work and, precisely, what is wrong with the others (needs
     /// root). Exit status 1 if any fails.
@@ -330,10 +343,38 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 for v in &verdicts {
                     let status = if v.ok { "ok    " } else { "FAILED" };
-                    println!("{:<8} {status} {}", v.scheme, v.detail);
+                    println!("{:<12} {status} {}", v.scheme, v.detail);
                 }
             }
             Ok(if verdicts.iter().all(|v| v.ok) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Top::Schemes {
+            action:
+                SchemesAction::Setup {
+                    names,
+                    all: _,
+                    schemes_dir,
+                },
+        } => {
+            let registry = Registry::load(schemes_dir.as_deref())?;
+            let chosen = if names.is_empty() {
+                registry.all().collect::<Vec<_>>()
+            } else {
+                names
+                    .iter()
+                    .map(|n| registry.get(n))
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            let outcomes = pantheon_orchestrator::setup::setup_all(&chosen);
+            for o in &outcomes {
+                let status = if o.ok { "ok    " } else { "FAILED" };
+                println!("{:<12} {status} {}", o.scheme, o.detail);
+            }
+            Ok(if outcomes.iter().all(|o| o.ok) {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
@@ -367,11 +408,11 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                         "runnable": why.is_none(), "reason": why, "notes": s.notes(&sys)}));
                 } else {
                     match &why {
-                        None => println!("{:<8} {:<12} runnable", s.name, s.label),
-                        Some(w) => println!("{:<8} {:<12} NOT runnable: {w}", s.name, s.label),
+                        None => println!("{:<12} {:<13} runnable", s.name, s.label),
+                        Some(w) => println!("{:<12} {:<13} NOT runnable: {w}", s.name, s.label),
                     }
                     for n in s.notes(&sys) {
-                        println!("{:<21}  note: {n}", "");
+                        println!("{:<26}  note: {n}", "");
                     }
                 }
             }

@@ -25,17 +25,49 @@ pub enum Side {
     Sender,
 }
 
-/// Packages and programs a scheme needs.
+/// Packages and programs a scheme needs; `pantheon schemes setup` installs them.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Dependencies {
-    /// Debian packages that provide it.
+    /// Debian packages, installed with `apt-get install` (only the missing ones).
     #[serde(default)]
     pub apt: Vec<String>,
-    /// Programs that must be on `PATH`.
+    /// Rust programs, built or installed with cargo.
+    #[serde(default)]
+    pub cargo: Vec<CargoDependency>,
+    /// Python packages, installed with `python3 -m pip install` (`name==version`).
+    #[serde(default)]
+    pub pip: Vec<String>,
+    /// Programs that must be found by [`find_program`] for the scheme to run.
     #[serde(default)]
     pub binaries: Vec<String>,
 }
+
+/// A Rust program a scheme needs.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum CargoDependency {
+    /// A package of this workspace (`{ workspace = "pantheon-scheme-quinn" }`): a scheme
+    /// program of ours in `schemes/`, built with the workspace next to `pantheon`; `schemes
+    /// setup` builds it with `cargo build -p` if it is missing.
+    Workspace {
+        /// The package name.
+        workspace: String,
+    },
+    /// A crate from crates.io (`{ crate = "tquic_tools", version = "1.6.0" }`), installed with
+    /// `cargo install --locked` into [`tools_dir`]`/bin`.
+    Registry {
+        /// The crate name.
+        #[serde(rename = "crate")]
+        name: String,
+        /// The exact version (schemes are pinned).
+        version: String,
+    },
+}
+
+/// One setup step: an argv run without a shell (use `["sh", "-c", "…"]` for one), in
+/// [`tools_dir`]. `{tools}` is replaced by that directory.
+pub type Step = Vec<String>;
 
 /// How to start one side.
 #[derive(Debug, Clone, Deserialize)]
@@ -68,6 +100,18 @@ pub struct Scheme {
     /// What to install.
     #[serde(default)]
     pub dependencies: Dependencies,
+    /// One-time steps run by `pantheon schemes setup` after the dependencies (compile, patch).
+    #[serde(default)]
+    pub setup: Vec<Step>,
+    /// Steps needed after every boot (load a kernel module, set a sysctl), run by `pantheon
+    /// schemes setup` after `setup`; a failure is a warning, as in Pantheon.
+    #[serde(default)]
+    pub setup_after_reboot: Vec<Step>,
+    /// The largest IP packet the scheme sends, bytes. The tunnel carries at most 1464 (a
+    /// 1500-byte path MTU minus the tunnel's 36 bytes); a larger value is reported by `schemes
+    /// list` and `schemes check` (Pantheon patched PCC, Sprout and Verus for exactly this).
+    #[serde(default)]
+    pub max_packet_bytes: Option<u32>,
     /// The receiver side.
     pub receiver: SideCommand,
     /// The sender side.
@@ -75,14 +119,19 @@ pub struct Scheme {
 }
 
 impl Scheme {
-    /// The argv of `side`, with `{port}` and `{ip}` filled in.
+    /// The argv of `side`, with `{port}` and `{ip}` filled in and the program resolved by
+    /// [`find_program`] (left as written when it is not found: spawning then names it).
     pub fn argv(&self, side: Side, ip: &str, port: u16) -> Vec<String> {
         let cmd = match side {
             Side::Receiver => &self.receiver.command,
             Side::Sender => &self.sender.command,
         };
         cmd.iter()
-            .map(|a| a.replace("{port}", &port.to_string()).replace("{ip}", ip))
+            .enumerate()
+            .map(|(i, a)| match find_program(a) {
+                Some(path) if i == 0 => path.display().to_string(),
+                _ => a.replace("{port}", &port.to_string()).replace("{ip}", ip),
+            })
             .collect()
     }
 
@@ -92,14 +141,16 @@ impl Scheme {
             .dependencies
             .binaries
             .iter()
-            .filter(|b| find_in_path(b).is_none())
+            .filter(|b| find_program(b).is_none())
             .map(String::as_str)
             .collect();
         if !missing.is_empty() {
             return Some(format!(
-                "{} not found on PATH (install: apt-get install {})",
+                "{} not found (next to `pantheon`, in {}/bin or on PATH); \
+                 `pantheon schemes setup {}` installs it",
                 missing.join(", "),
-                self.dependencies.apt.join(" ")
+                tools_dir().display(),
+                self.name
             ));
         }
         if let Some(cc) = &self.tcp_congestion_control {
@@ -126,6 +177,12 @@ impl Scheme {
                 ));
             }
         }
+        if let Some(n) = self.max_packet_bytes.filter(|&n| n > TUNNEL_MTU) {
+            notes.push(format!(
+                "sends IP packets of up to {n} bytes, more than the tunnel's {TUNNEL_MTU}-byte \
+                 MTU: they are fragmented or dropped"
+            ));
+        }
         if let Some(q) = &self.preferred_qdisc {
             notes.push(format!(
                 "prefers the {q} qdisc: installed on the sender's tunnel device when the kernel has \
@@ -135,6 +192,10 @@ impl Scheme {
         notes
     }
 }
+
+/// The largest IP packet the tunnel carries, bytes: a 1500-byte path MTU minus the tunnel's
+/// 36 bytes of headers (reference `pantheon.md` §1.2).
+pub const TUNNEL_MTU: u32 = 1464;
 
 /// What the scheme checks need to know about this machine.
 #[derive(Debug, Clone)]
@@ -173,7 +234,10 @@ impl Scheme {
             .first()
             .map(String::as_str)
             .unwrap_or("");
-        let own = std::process::Command::new(program)
+        let program = find_program(program)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| program.to_owned());
+        let own = std::process::Command::new(&program)
             .arg("--version")
             .output()
             .ok()
@@ -197,15 +261,46 @@ impl Scheme {
 
 /// Finds `program` on `PATH`: the first executable file of that name.
 pub fn find_in_path(program: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|d| d.join(program))
-            .find(|p| {
-                std::fs::metadata(p)
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
+            .find(|p| is_executable(p))
     })
+}
+
+/// Finds a scheme's program: the workspace's own scheme programs (`pantheon-quinn`, …) are
+/// built next to `pantheon`, so the directory of the running executable is searched first,
+/// then [`tools_dir`]`/bin` (what `schemes setup` installed), then `PATH`. A name with a `/`
+/// is taken as a path.
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return is_executable(&p).then_some(p);
+    }
+    let own = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.to_path_buf()));
+    own.into_iter()
+        .chain([tools_dir().join("bin")])
+        .map(|d| d.join(program))
+        .find(|p| is_executable(p))
+        .or_else(|| find_in_path(program))
+}
+
+/// Where `pantheon schemes setup` installs scheme programs and keeps their sources:
+/// `$PANTHEON_SCHEMES_HOME`, else `$HOME/.cache/pantheon-rs/schemes`.
+pub fn tools_dir() -> PathBuf {
+    std::env::var_os("PANTHEON_SCHEMES_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+            PathBuf::from(home).join(".cache/pantheon-rs/schemes")
+        })
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Errors of loading descriptors.
@@ -309,10 +404,8 @@ mod tests {
             .get("cubic")
             .unwrap()
             .argv(Side::Sender, "100.64.0.3", 5001);
-        assert_eq!(
-            &argv[..5],
-            ["iperf3", "--client", "100.64.0.3", "--port", "5001"]
-        );
+        assert!(argv[0].ends_with("iperf3"), "{argv:?}");
+        assert_eq!(&argv[1..5], ["--client", "100.64.0.3", "--port", "5001"]);
         assert!(r.get("nope").unwrap_err().to_string().contains("cubic"));
     }
 
