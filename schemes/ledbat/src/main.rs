@@ -1,0 +1,95 @@
+//! `pantheon-ledbat`: the LEDBAT scheme — one full-throttle uTP flow over libutp, BitTorrent's
+//! LEDBAT implementation (the same C++ library Pantheon's `ledbat` wrapper ran through its
+//! `ucat-static` example), bundled by the `libutp-rs2` crate.
+//!
+//! Pantheon's wrapper convention (reference `pantheon.md` §1.1): the receiver runs first as
+//! `pantheon-ledbat receiver PORT` (listens on UDP `0.0.0.0:PORT`, reads and discards), then
+//! `pantheon-ledbat sender IP PORT` connects and writes random bytes until it is killed (as
+//! Pantheon fed `ucat` from `os.urandom`).
+//!
+//! libutp's LEDBAT aims at a 100 ms queueing delay (`CCONTROL_TARGET`) and sends UDP payloads
+//! of at most 1402 bytes (its `UDP_IPV4_MTU`: 1500 minus IPv4, UDP, GRE, PPPoE, MPPE headers
+//! and a 36-byte fudge), i.e. IP packets of at most 1430 bytes: within the tunnel's 1464.
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use libutp_rs2::UtpUdpContext;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Command line, in Pantheon's wrapper shape.
+#[derive(Parser)]
+#[command(
+    version,
+    about = "LEDBAT (libutp) bulk sender/receiver for Pantheon-rs schemes"
+)]
+enum Cli {
+    /// Runs first: listens on UDP 0.0.0.0:PORT, reads and discards.
+    Receiver {
+        /// UDP port to listen on.
+        port: u16,
+    },
+    /// Runs second: connects to IP:PORT and sends until killed.
+    Sender {
+        /// The receiver's address.
+        ip: Ipv4Addr,
+        /// The receiver's UDP port.
+        port: u16,
+    },
+}
+
+/// Size of one application write or read, bytes.
+const CHUNK: usize = 1 << 16;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<()> {
+    let mut buf = vec![0u8; CHUNK];
+    match Cli::parse() {
+        Cli::Receiver { port } => {
+            let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
+            let ctx = UtpUdpContext::new_udp(addr)
+                .await
+                .with_context(|| format!("binding {addr}"))?;
+            eprintln!("pantheon-ledbat: receiver listening on {addr}");
+            let mut stream = ctx.accept().await.context("accepting")?;
+            eprintln!("pantheon-ledbat: receiver: connected");
+            loop {
+                if stream.read(&mut buf).await.context("receiving")? == 0 {
+                    anyhow::bail!("the sender closed the connection");
+                }
+            }
+        }
+        Cli::Sender { ip, port } => {
+            fill_random(&mut buf);
+            let server = SocketAddr::from((ip, port));
+            let ctx = UtpUdpContext::new_udp(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))
+                .await
+                .context("binding a UDP socket")?;
+            let mut stream = ctx
+                .connect(server)
+                .await
+                .with_context(|| format!("connecting to {server}"))?;
+            eprintln!("pantheon-ledbat: sender: connecting to {server}");
+            loop {
+                stream.write_all(&buf).await.context("sending")?;
+            }
+        }
+    }
+}
+
+/// Fills `buf` with bytes from `/dev/urandom`, or a xorshift sequence if it cannot be read
+/// (the bytes only need to be incompressible, not secret).
+fn fill_random(buf: &mut [u8]) {
+    use std::io::Read;
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf));
+    if read.is_err() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for b in buf.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+    }
+}
