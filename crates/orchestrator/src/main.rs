@@ -343,7 +343,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 for v in &verdicts {
                     let status = if v.ok { "ok    " } else { "FAILED" };
-                    println!("{:<12} {status} {}", v.scheme, v.detail);
+                    println!("{:<16} {status} {}", v.scheme, v.detail);
                 }
             }
             Ok(if verdicts.iter().all(|v| v.ok) {
@@ -372,7 +372,7 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             let outcomes = pantheon_orchestrator::setup::setup_all(&chosen);
             for o in &outcomes {
                 let status = if o.ok { "ok    " } else { "FAILED" };
-                println!("{:<12} {status} {}", o.scheme, o.detail);
+                println!("{:<16} {status} {}", o.scheme, o.detail);
             }
             Ok(if outcomes.iter().all(|o| o.ok) {
                 ExitCode::SUCCESS
@@ -408,11 +408,11 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                         "runnable": why.is_none(), "reason": why, "notes": s.notes(&sys)}));
                 } else {
                     match &why {
-                        None => println!("{:<12} {:<13} runnable", s.name, s.label),
-                        Some(w) => println!("{:<12} {:<13} NOT runnable: {w}", s.name, s.label),
+                        None => println!("{:<16} {:<13} runnable", s.name, s.label),
+                        Some(w) => println!("{:<16} {:<13} NOT runnable: {w}", s.name, s.label),
                     }
                     for n in s.notes(&sys) {
-                        println!("{:<26}  note: {n}", "");
+                        println!("{:<30}  note: {n}", "");
                     }
                 }
             }
@@ -510,7 +510,13 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
         Some(s) => s.split_whitespace().map(str::to_owned).collect(),
         None => registry
             .all()
-            .filter(|s| s.unavailable_reason(&sys).is_none())
+            .filter(|s| match s.unavailable_reason(&sys) {
+                None => true,
+                Some(why) => {
+                    eprintln!("--all: skipping {} ({why})", s.name);
+                    false
+                }
+            })
             .map(|s| s.name.clone())
             .collect(),
     };

@@ -38,9 +38,17 @@ pub struct Dependencies {
     /// Python packages, installed with `python3 -m pip install` (`name==version`).
     #[serde(default)]
     pub pip: Vec<String>,
+    /// Attributes of the workspace's `nix/` expressions (`schemes.pcc`), installed with
+    /// `nix-env -f nix -iA ATTR`: schemes no registry offers, pinned by commit.
+    #[serde(default)]
+    pub nix: Vec<String>,
     /// Programs that must be found by [`find_program`] for the scheme to run.
     #[serde(default)]
     pub binaries: Vec<String>,
+    /// Files the setup steps leave that must exist for the scheme to run (`{tools}` is
+    /// [`tools_dir`]).
+    #[serde(default)]
+    pub files: Vec<String>,
 }
 
 /// A Rust program a scheme needs.
@@ -119,18 +127,23 @@ pub struct Scheme {
 }
 
 impl Scheme {
-    /// The argv of `side`, with `{port}` and `{ip}` filled in and the program resolved by
-    /// [`find_program`] (left as written when it is not found: spawning then names it).
+    /// The argv of `side`, with `{port}`, `{ip}` and `{tools}` ([`tools_dir`], where setup
+    /// steps leave files) filled in and the program resolved by [`find_program`] (left as
+    /// written when it is not found: spawning then names it).
     pub fn argv(&self, side: Side, ip: &str, port: u16) -> Vec<String> {
         let cmd = match side {
             Side::Receiver => &self.receiver.command,
             Side::Sender => &self.sender.command,
         };
+        let tools = tools_dir().display().to_string();
         cmd.iter()
             .enumerate()
             .map(|(i, a)| match find_program(a) {
                 Some(path) if i == 0 => path.display().to_string(),
-                _ => a.replace("{port}", &port.to_string()).replace("{ip}", ip),
+                _ => a
+                    .replace("{port}", &port.to_string())
+                    .replace("{ip}", ip)
+                    .replace("{tools}", &tools),
             })
             .collect()
     }
@@ -150,6 +163,19 @@ impl Scheme {
                  `pantheon schemes setup {}` installs it",
                 missing.join(", "),
                 tools_dir().display(),
+                self.name
+            ));
+        }
+        let tools = tools_dir().display().to_string();
+        if let Some(f) = self
+            .dependencies
+            .files
+            .iter()
+            .map(|f| f.replace("{tools}", &tools))
+            .find(|f| !Path::new(f).exists())
+        {
+            return Some(format!(
+                "{f} is missing; `pantheon schemes setup {}` makes it",
                 self.name
             ));
         }

@@ -86,6 +86,19 @@ fn setup_one(s: &Scheme, apt_updated: &mut bool, warnings: &mut Vec<String>) -> 
             .args(&deps.pip))?;
     }
     let have_binaries = deps.binaries.iter().all(|b| find_program(b).is_some());
+    if !deps.nix.is_empty() && !have_binaries {
+        let nix_env = find_program("nix-env").context(
+            "this scheme is built with Nix (nix/schemes/default.nix), and Nix is not installed \
+             here (https://nixos.org/download)",
+        )?;
+        let exprs = workspace_root()?.join("nix");
+        for attr in &deps.nix {
+            run(Command::new(&nix_env)
+                .arg("-f")
+                .arg(&exprs)
+                .args(["-iA", attr]))?;
+        }
+    }
     for c in &deps.cargo {
         if have_binaries {
             eprintln!("   {}: already built", describe(c));
@@ -130,16 +143,11 @@ fn cargo_command(c: &CargoDependency) -> anyhow::Result<Command> {
     let mut cmd = Command::new(cargo);
     match c {
         CargoDependency::Workspace { workspace } => {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-            let manifest = root.join("Cargo.toml");
+            let manifest = workspace_root()?.join("Cargo.toml");
             let exe = std::env::current_exe().context("locate the pantheon executable")?;
-            let (Some(profile_dir), true) = (exe.parent(), manifest.exists()) else {
-                bail!(
-                    "{workspace} is part of the Pantheon-rs workspace, whose source ({}) is not \
-                     here: build it there with `cargo build -p {workspace}`",
-                    root.display()
-                );
-            };
+            let profile_dir = exe
+                .parent()
+                .context("the pantheon executable's directory")?;
             let target = profile_dir.parent().unwrap_or(profile_dir);
             cmd.arg("build")
                 .arg("--manifest-path")
@@ -156,6 +164,20 @@ fn cargo_command(c: &CargoDependency) -> anyhow::Result<Command> {
         }
     }
     Ok(cmd)
+}
+
+/// The Pantheon-rs source tree this `pantheon` was built from (its `Cargo.toml`, `nix/`,
+/// `schemes/`); an error if it is no longer there.
+fn workspace_root() -> anyhow::Result<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if !root.join("Cargo.toml").exists() {
+        bail!(
+            "the Pantheon-rs source tree this pantheon was built from ({}) is gone; run `pantheon \
+             schemes setup` from a build of the source",
+            root.display()
+        );
+    }
+    Ok(root)
 }
 
 fn step_command(step: &Step, tools: &Path) -> anyhow::Result<Command> {
