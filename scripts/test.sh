@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs them all: unit tests of every crate (no root needed)
-# and the end-to-end local experiments of tests/ (root: namespaces, TUN, iperf3).
+# and the end-to-end tests of tests/ (root: namespaces, TUN, iperf3, every scheme that must run
+# here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+# quiche's BoringSSL (QUIC BBRv2) needs cmake, a C++ compiler and libclang; the Nix pins are
+# checked with nix-instantiate.
+need_packages cmake g++ libclang-dev nix-bin
+# The scheme programs of schemes/ next to pantheon, then what the descriptors ask for
+# (tquic_tools from crates.io for Copa and QUIC BBRv3, their certificate and file).
+cargo build --quiet --workspace --bins
+"$PANTHEON" schemes setup quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 copa ledbat
 cargo test --workspace

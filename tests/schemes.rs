@@ -1,0 +1,162 @@
+//! The scheme library end to end: every scheme that must run here passes `pantheon schemes
+//! check`, a `--all` experiment gives each of them a report row over 10 Mbit/s + 28 ms, and the
+//! Nix pins of the schemes no registry offers parse and cover their descriptors.
+//!
+//! Needs root, the workspace's scheme programs built next to `pantheon` (`cargo build
+//! --workspace --bins`) and `pantheon schemes setup copa quic_bbr3` done (tquic_tools, its
+//! certificate and file): `scripts/test.sh` does both, and installs `nix-bin`.
+
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const TRACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces/10mbps.trace");
+const NIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../nix");
+const SCHEMES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemes");
+
+/// The schemes issue 6 requires to run on this machine (TCP Vegas is absent from this kernel).
+const MUST_RUN: [&str; 10] = [
+    "cubic",
+    "bbr",
+    "reno",
+    "quic",
+    "quic_newreno",
+    "quic_bbr",
+    "quic_bbr2",
+    "quic_bbr3",
+    "copa",
+    "ledbat",
+];
+
+#[test]
+fn every_scheme_that_must_run_here_passes_schemes_check() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args(["schemes", "check", "--json", "--runtime", "5"])
+        .args(MUST_RUN)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let verdicts = v.as_array().unwrap();
+    assert_eq!(verdicts.len(), MUST_RUN.len(), "{v}");
+    for (name, verdict) in MUST_RUN.iter().zip(verdicts) {
+        assert_eq!(verdict["scheme"], *name);
+        assert_eq!(verdict["ok"], true, "{name}: {}", verdict["detail"]);
+    }
+    assert!(out.status.success());
+}
+
+#[test]
+fn all_gives_every_runnable_scheme_a_report_row() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("pantheon-all-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args(["run", "local", "--all", "--runtime", "10", "--seed", "7"])
+        .args(["--uplink-trace", TRACE, "--downlink-trace", TRACE])
+        .args(["--prepend-mm-cmds", "mm-delay 28", "--data-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let perf: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("pantheon_perf.json"))
+            .unwrap_or_else(|e| panic!("{e}: {stderr}")),
+    )
+    .unwrap();
+    let html = std::fs::read_to_string(dir.join("pantheon_report.html")).unwrap();
+    let summary = std::fs::read_to_string(dir.join("pantheon_summary.md")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{stderr}");
+    // Schemes that cannot run here are named with the reason, not run.
+    assert!(
+        stderr.contains("--all: skipping vegas (tcp_vegas is not available"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--all: skipping pcc ("), "{stderr}");
+    for name in MUST_RUN {
+        let tput = perf[name]["1"]["all"]["tput"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{name} has no throughput in {perf}"));
+        // Full-throttle over a 10 Mbit/s path (the 80 % figures over 30 s runs are in the
+        // benchmark bench/schemes.sh; 10 s leaves LEDBAT's slow window growth ~70 %).
+        assert!(tput > 5.0, "{name}: {tput} Mbit/s\n{summary}");
+        let row = format!("| {name} | 1 | ok |");
+        assert!(summary.contains(&row), "{name} has no ok row:\n{summary}");
+    }
+    for label in ["QUIC BBRv2", "QUIC BBRv3", "Copa", "LEDBAT", "QUIC NewReno"] {
+        assert!(html.contains(label), "{label} missing from the HTML report");
+    }
+}
+
+#[test]
+fn nix_pins_parse_and_name_every_nix_descriptor() {
+    for file in ["default.nix", "schemes/default.nix"] {
+        let out = Command::new("nix-instantiate")
+            .arg("--parse")
+            .arg(format!("{NIX}/{file}"))
+            .output()
+            .expect("nix-instantiate (Debian nix-bin; scripts/test.sh installs it)");
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The attribute names of nix/schemes, evaluated without nixpkgs (names only: nothing is
+    // fetched or built).
+    let out = Command::new("nix-instantiate")
+        .args(["--eval", "--strict", "--json", "-E"])
+        .arg(format!(
+            "builtins.attrNames (import {NIX}/schemes/default.nix {{ pkgs = {{ }}; }})"
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let attrs: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut nix_schemes = Vec::new();
+    for entry in std::fs::read_dir(SCHEMES).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let d: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for attr in d["dependencies"]
+            .get("nix")
+            .and_then(|n| n.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let attr = attr.as_str().unwrap();
+            let name = attr.strip_prefix("schemes.").unwrap_or(attr);
+            assert!(
+                attrs.iter().any(|a| a == name),
+                "{}: {attr} is not in nix/schemes ({attrs:?})",
+                path.display()
+            );
+            nix_schemes.push(name.to_owned());
+        }
+    }
+    nix_schemes.sort();
+    let mut expected = vec![
+        "fillp",
+        "indigo",
+        "pcc",
+        "pcc_experimental",
+        "scream",
+        "sprout",
+        "taova",
+        "verus",
+        "vivace",
+    ];
+    expected.sort();
+    assert_eq!(nix_schemes, expected);
+}
