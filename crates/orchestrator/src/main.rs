@@ -154,8 +154,9 @@ enum SchemesAction {
         #[arg(long)]
         json: bool,
     },
-    /// Install what schemes need — Debian, Python and Rust packages from their descriptors —
-    /// and run their setup steps (needs root for apt). Exit status 1 if any fails.
+    /// Install what schemes need — the Debian, Python, Rust and Nix packages their descriptors
+    /// name — and run their setup steps (needs root for apt). One failing scheme does not stop
+    /// the others; exit status 1 if any failed. See docs/schemes.md.
     Setup {
         /// Schemes to set up.
         #[arg(required_unless_present = "all", conflicts_with = "all")]
@@ -340,17 +341,9 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             )?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&verdicts)?);
-            } else {
-                for v in &verdicts {
-                    let status = if v.ok { "ok    " } else { "FAILED" };
-                    println!("{:<16} {status} {}", v.scheme, v.detail);
-                }
             }
-            Ok(if verdicts.iter().all(|v| v.ok) {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            let rows = verdicts.iter().map(|v| (&*v.scheme, v.ok, &*v.detail));
+            Ok(verdict_lines(rows, !json))
         }
         Top::Schemes {
             action:
@@ -370,15 +363,8 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
                     .collect::<Result<Vec<_>, _>>()?
             };
             let outcomes = pantheon_orchestrator::setup::setup_all(&chosen);
-            for o in &outcomes {
-                let status = if o.ok { "ok    " } else { "FAILED" };
-                println!("{:<16} {status} {}", o.scheme, o.detail);
-            }
-            Ok(if outcomes.iter().all(|o| o.ok) {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            let rows = outcomes.iter().map(|o| (&*o.scheme, o.ok, &*o.detail));
+            Ok(verdict_lines(rows, true))
         }
         Top::Compare {
             a,
@@ -495,6 +481,27 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// Prints (when `print`) one `NAME  ok|FAILED  DETAIL` line per scheme, for `schemes check`
+/// and `schemes setup`; exit status 1 if any failed.
+fn verdict_lines<'a>(
+    rows: impl Iterator<Item = (&'a str, bool, &'a str)>,
+    print: bool,
+) -> ExitCode {
+    let mut all_ok = true;
+    for (scheme, ok, detail) in rows {
+        all_ok &= ok;
+        if print {
+            let status = if ok { "ok    " } else { "FAILED" };
+            println!("{scheme:<16} {status} {detail}");
+        }
+    }
+    if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

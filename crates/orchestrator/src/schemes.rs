@@ -116,8 +116,8 @@ pub struct Scheme {
     #[serde(default)]
     pub setup_after_reboot: Vec<Step>,
     /// The largest IP packet the scheme sends, bytes. The tunnel carries at most 1464 (a
-    /// 1500-byte path MTU minus the tunnel's 36 bytes); a larger value is reported by `schemes
-    /// list` and `schemes check` (Pantheon patched PCC, Sprout and Verus for exactly this).
+    /// 1500-byte path MTU minus the tunnel's 36 bytes); `schemes list` warns about a larger
+    /// value (Pantheon patched PCC, Sprout and Verus for exactly this).
     #[serde(default)]
     pub max_packet_bytes: Option<u32>,
     /// The receiver side.
@@ -138,9 +138,9 @@ impl Scheme {
         let tools = tools_dir().display().to_string();
         cmd.iter()
             .enumerate()
-            .map(|(i, a)| match find_program(a) {
-                Some(path) if i == 0 => path.display().to_string(),
-                _ => a
+            .map(|(i, a)| match (i == 0).then(|| find_program(a)).flatten() {
+                Some(path) => path.display().to_string(),
+                None => a
                     .replace("{port}", &port.to_string())
                     .replace("{ip}", ip)
                     .replace("{tools}", &tools),
@@ -221,7 +221,7 @@ impl Scheme {
 
 /// The largest IP packet the tunnel carries, bytes: a 1500-byte path MTU minus the tunnel's
 /// 36 bytes of headers (reference `pantheon.md` §1.2).
-pub const TUNNEL_MTU: u32 = 1464;
+pub const TUNNEL_MTU: u32 = tunnel::wire::inner_mtu(1500) as u32;
 
 /// What the scheme checks need to know about this machine.
 #[derive(Debug, Clone)]

@@ -31,7 +31,7 @@ pub const FIN: u64 = u64::MAX - 2;
 pub const KEEPALIVE: u64 = u64::MAX - 3;
 
 /// Inner MTU for a path MTU `path_mtu`: `path_mtu − 36` (1464 for 1500), as pantheon-tunnel.
-pub fn inner_mtu(path_mtu: u16) -> u16 {
+pub const fn inner_mtu(path_mtu: u16) -> u16 {
     path_mtu.saturating_sub(OVERHEAD as u16)
 }
 
