@@ -96,32 +96,18 @@ fn all_gives_every_runnable_scheme_a_report_row() {
 #[test]
 fn nix_pins_parse_and_name_every_nix_descriptor() {
     for file in ["default.nix", "schemes/default.nix"] {
-        let out = Command::new("nix-instantiate")
-            .arg("--parse")
-            .arg(format!("{NIX}/{file}"))
-            .output()
-            .expect("nix-instantiate (Debian nix-bin; scripts/test.sh installs it)");
-        assert!(
-            out.status.success(),
-            "{file}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        nix_instantiate(&["--parse".to_owned(), format!("{NIX}/{file}")]);
     }
     // The attribute names of nix/schemes, evaluated without nixpkgs (names only: nothing is
     // fetched or built).
-    let out = Command::new("nix-instantiate")
-        .args(["--eval", "--strict", "--json", "-E"])
-        .arg(format!(
-            "builtins.attrNames (import {NIX}/schemes/default.nix {{ pkgs = {{ }}; }})"
-        ))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let attrs: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    let out = nix_instantiate(&[
+        "--eval".to_owned(),
+        "--strict".to_owned(),
+        "--json".to_owned(),
+        "-E".to_owned(),
+        format!("builtins.attrNames (import {NIX}/schemes/default.nix {{ pkgs = {{ }}; }})"),
+    ]);
+    let attrs: Vec<String> = serde_json::from_slice(&out).unwrap();
     let mut nix_schemes = Vec::new();
     for entry in std::fs::read_dir(SCHEMES).unwrap() {
         let path = entry.unwrap().path();
@@ -159,4 +145,18 @@ fn nix_pins_parse_and_name_every_nix_descriptor() {
     ];
     expected.sort();
     assert_eq!(nix_schemes, expected);
+}
+
+/// Runs `nix-instantiate ARGS`, asserts it succeeded (naming its stderr) and returns its stdout.
+fn nix_instantiate(args: &[String]) -> Vec<u8> {
+    let out = Command::new("nix-instantiate")
+        .args(args)
+        .output()
+        .expect("nix-instantiate (Debian nix-bin; scripts/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "nix-instantiate {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }

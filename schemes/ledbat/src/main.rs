@@ -16,6 +16,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use anyhow::{Context, Result};
 use clap::Parser;
 use libutp_rs2::UtpUdpContext;
+use pantheon_scheme_wrapper::Side;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Command line, in Pantheon's wrapper shape.
@@ -24,19 +25,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
     version,
     about = "LEDBAT (libutp) bulk sender/receiver for Pantheon-rs schemes"
 )]
-enum Cli {
-    /// Runs first: listens on UDP 0.0.0.0:PORT, reads and discards.
-    Receiver {
-        /// UDP port to listen on.
-        port: u16,
-    },
-    /// Runs second: connects to IP:PORT and sends until killed.
-    Sender {
-        /// The receiver's address.
-        ip: Ipv4Addr,
-        /// The receiver's UDP port.
-        port: u16,
-    },
+struct Cli {
+    #[command(subcommand)]
+    side: Side,
 }
 
 /// Size of one application write or read, bytes.
@@ -45,8 +36,8 @@ const CHUNK: usize = 1 << 16;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
     let mut buf = vec![0u8; CHUNK];
-    match Cli::parse() {
-        Cli::Receiver { port } => {
+    match Cli::parse().side {
+        Side::Receiver { port } => {
             let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
             let ctx = UtpUdpContext::new_udp(addr)
                 .await
@@ -60,7 +51,7 @@ async fn main() -> Result<()> {
                 }
             }
         }
-        Cli::Sender { ip, port } => {
+        Side::Sender { ip, port } => {
             fill_random(&mut buf);
             let server = SocketAddr::from((ip, port));
             let ctx = UtpUdpContext::new_udp(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))

@@ -20,7 +20,8 @@ use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, ValueEnum};
+use pantheon_scheme_wrapper::Side;
 
 /// Command line, in Pantheon's wrapper shape.
 #[derive(Parser)]
@@ -30,7 +31,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 )]
 struct Cli {
     #[command(subcommand)]
-    side: SideArgs,
+    side: Side,
     /// Congestion controller: quiche's BBRv2, Cubic or Reno.
     #[arg(long, value_enum, default_value = "bbr2", global = true)]
     cc: Cc,
@@ -41,22 +42,6 @@ struct Cli {
     /// (stderr).
     #[arg(long, global = true)]
     stats: bool,
-}
-
-#[derive(Subcommand)]
-enum SideArgs {
-    /// Runs first: a QUIC server on UDP 0.0.0.0:PORT that reads and discards.
-    Receiver {
-        /// UDP port to listen on.
-        port: u16,
-    },
-    /// Runs second: connects to IP:PORT and sends until killed.
-    Sender {
-        /// The receiver's address.
-        ip: Ipv4Addr,
-        /// The receiver's UDP port.
-        port: u16,
-    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -113,7 +98,7 @@ fn config(cli: &Cli, cert_dir: Option<&std::path::Path>) -> Result<quiche::Confi
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.side {
-        SideArgs::Receiver { port } => {
+        Side::Receiver { port } => {
             let dir = tempfile_dir()?;
             let mut config = config(&cli, Some(&dir))?;
             let _ = std::fs::remove_dir_all(&dir);
@@ -145,7 +130,7 @@ fn main() -> Result<()> {
             eprintln!("pantheon-quiche: receiver: connection from {}", first.1);
             drive(conn, socket, Role::Receiver, Some((buf, first)), cli.stats)
         }
-        SideArgs::Sender { ip, port } => {
+        Side::Sender { ip, port } => {
             let mut config = config(&cli, None)?;
             let server = SocketAddr::from((ip, port));
             let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).context("binding")?;

@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, ValueEnum};
+use pantheon_scheme_wrapper::Side;
 use quinn::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
 use quinn::{Endpoint, TransportConfig, VarInt};
 
@@ -32,7 +33,7 @@ use quinn::{Endpoint, TransportConfig, VarInt};
 )]
 struct Cli {
     #[command(subcommand)]
-    side: SideArgs,
+    side: Side,
     /// Congestion controller: quinn's Cubic (its default), NewReno, or BBR (BBRv1).
     #[arg(long, value_enum, default_value = "cubic", global = true)]
     cc: Cc,
@@ -40,22 +41,6 @@ struct Cli {
     /// IPv4. At least 1200 (QUIC's minimum).
     #[arg(long, default_value_t = 1436, global = true, value_parser = clap::value_parser!(u16).range(1200..))]
     max_udp_payload: u16,
-}
-
-#[derive(Subcommand)]
-enum SideArgs {
-    /// Runs first: a QUIC server on 0.0.0.0:PORT that reads and discards every stream.
-    Receiver {
-        /// UDP port to listen on.
-        port: u16,
-    },
-    /// Runs second: connects to IP:PORT and sends on one stream until killed.
-    Sender {
-        /// The receiver's address.
-        ip: Ipv4Addr,
-        /// The receiver's UDP port.
-        port: u16,
-    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -92,8 +77,8 @@ fn transport(cli: &Cli) -> TransportConfig {
 async fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.side {
-        SideArgs::Receiver { port } => receive(&cli, port).await,
-        SideArgs::Sender { ip, port } => send(&cli, SocketAddr::from((ip, port))).await,
+        Side::Receiver { port } => receive(&cli, port).await,
+        Side::Sender { ip, port } => send(&cli, SocketAddr::from((ip, port))).await,
     }
 }
 
