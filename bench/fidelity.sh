@@ -75,7 +75,7 @@ for cc in $SCHEMES; do
 done
 
 /usr/bin/python3 - "$OUT" "$RUNS" "$SECS" "$SCHEMES" "$TRACE" <<'PY'
-import sys, glob, numpy as np
+import sys, numpy as np
 from scipy.stats import ks_2samp
 out, runs, secs, trace = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[5]
 window_ms = (secs - 0.5) * 1000
