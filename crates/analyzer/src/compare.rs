@@ -125,7 +125,6 @@ pub fn welch_t_test(x: &[f64], y: &[f64]) -> Option<(f64, f64, f64)> {
 /// Compares experiment A with experiment B.
 pub fn compare(a: &BTreeMap<String, SchemeRuns>, b: &BTreeMap<String, SchemeRuns>) -> Comparison {
     let mut rows = Vec::new();
-    let (mut tput_err, mut delay_err) = (Vec::new(), Vec::new());
     for (scheme, ra) in a {
         let Some(rb) = b.get(scheme) else { continue };
         for (metric, xa, xb) in [
@@ -147,10 +146,32 @@ pub fn compare(a: &BTreeMap<String, SchemeRuns>, b: &BTreeMap<String, SchemeRuns
                 p_value: welch_t_test(xa, xb).map(|r| r.2),
             });
         }
-        let rel = |real: &[f64], emu: &[f64]| match (median(real), median(emu)) {
-            (Some(r), Some(e)) if r != 0.0 => Some((e - r).abs() / r),
-            _ => None,
-        };
+    }
+    let only = |x: &BTreeMap<String, SchemeRuns>, y: &BTreeMap<String, SchemeRuns>| {
+        x.keys().filter(|k| !y.contains_key(*k)).cloned().collect()
+    };
+    Comparison {
+        rows,
+        replication_error: replication_error(a, b),
+        only_in_a: only(a, b),
+        only_in_b: only(b, a),
+        test: "Welch's t-test (two-sided)",
+    }
+}
+
+/// The replication error of `b` as an emulation of `a` over the schemes both have with a
+/// median in each (and a non-zero one in `a`); `None` when there is no such scheme.
+pub fn replication_error(
+    a: &BTreeMap<String, SchemeRuns>,
+    b: &BTreeMap<String, SchemeRuns>,
+) -> Option<ReplicationError> {
+    let rel = |real: &[f64], emu: &[f64]| match (median(real), median(emu)) {
+        (Some(r), Some(e)) if r != 0.0 => Some((e - r).abs() / r),
+        _ => None,
+    };
+    let (mut tput_err, mut delay_err) = (Vec::new(), Vec::new());
+    for (scheme, ra) in a {
+        let Some(rb) = b.get(scheme) else { continue };
         if let (Some(t), Some(d)) = (
             rel(&ra.tput_mbps, &rb.tput_mbps),
             rel(&ra.delay_ms, &rb.delay_ms),
@@ -159,7 +180,7 @@ pub fn compare(a: &BTreeMap<String, SchemeRuns>, b: &BTreeMap<String, SchemeRuns
             delay_err.push(d);
         }
     }
-    let replication_error = (!tput_err.is_empty()).then(|| {
+    (!tput_err.is_empty()).then(|| {
         let (t, d) = (mean(&tput_err) * 100.0, mean(&delay_err) * 100.0);
         ReplicationError {
             throughput_pct: t,
@@ -167,17 +188,7 @@ pub fn compare(a: &BTreeMap<String, SchemeRuns>, b: &BTreeMap<String, SchemeRuns
             overall_pct: (t + d) / 2.0,
             schemes: tput_err.len(),
         }
-    });
-    let only = |x: &BTreeMap<String, SchemeRuns>, y: &BTreeMap<String, SchemeRuns>| {
-        x.keys().filter(|k| !y.contains_key(*k)).cloned().collect()
-    };
-    Comparison {
-        rows,
-        replication_error,
-        only_in_a: only(a, b),
-        only_in_b: only(b, a),
-        test: "Welch's t-test (two-sided)",
-    }
+    })
 }
 
 /// The comparison as an aligned text table, then the replication error.

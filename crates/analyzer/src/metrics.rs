@@ -178,6 +178,56 @@ fn grouped_stats(arr: LazyFrame, dep: LazyFrame) -> PolarsResult<BTreeMap<u32, F
     Ok(out)
 }
 
+/// What a run shows of its path's shape, for calibration bounds (reference `pantheon.md` §5).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PathShape {
+    /// Largest throughput of any `bin_ms` bin of departures (all flows), Mbit/s.
+    pub peak_tput_mbps: f64,
+    /// Most packets in flight at once: each departed packet with a known one-way delay d,
+    /// departing at t, was in flight over [t − d, t) (lost packets are not counted).
+    pub max_in_flight: u64,
+}
+
+/// [`PathShape`] of a run's departures (columns `t_ms`, `size`, `delay`), with bins of
+/// `bin_ms` counted from the first departure.
+pub fn path_shape(departures: &DataFrame, bin_ms: f64) -> PolarsResult<PathShape> {
+    let t = departures.column("t_ms")?.f64()?;
+    let first = t.min().unwrap_or(0.0);
+    let bins = departures
+        .clone()
+        .lazy()
+        .select([
+            // Times are ≥ first, so the cast's truncation is the floor.
+            ((col("t_ms") - lit(first)) / lit(bin_ms))
+                .cast(DataType::UInt32)
+                .alias("bin"),
+            col("size").cast(DataType::Float64).alias("bytes"),
+        ])
+        .group_by([col("bin")])
+        .agg([col("bytes").sum()])
+        .collect()?;
+    let peak_bytes = bins.column("bytes")?.f64()?.max().unwrap_or(0.0);
+    // Sweep over (start, +1) and (end, −1) events; ends sort before starts at equal times.
+    let delay = departures.column("delay")?.f64()?;
+    let mut events: Vec<(f64, i64)> = Vec::with_capacity(2 * t.len());
+    for i in 0..t.len() {
+        if let (Some(t), Some(d)) = (t.get(i), delay.get(i)) {
+            events.push((t - d.max(0.0), 1));
+            events.push((t, -1));
+        }
+    }
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut most) = (0i64, 0i64);
+    for (_, step) in events {
+        now += step;
+        most = most.max(now);
+    }
+    Ok(PathShape {
+        peak_tput_mbps: throughput_mbps(peak_bytes, bin_ms),
+        max_in_flight: most as u64,
+    })
+}
+
 /// Mbit/s of `bytes` departed over `duration_ms` (0 for an empty window, as Pantheon).
 pub fn throughput_mbps(bytes: f64, duration_ms: f64) -> f64 {
     if duration_ms > 0.0 {
@@ -190,6 +240,31 @@ pub fn throughput_mbps(bytes: f64, duration_ms: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_shape_finds_the_peak_bin_and_the_most_packets_in_flight() {
+        // Three packets of 1000 bytes: two depart in bin 0, one in bin 1 (500 ms bins); the
+        // first two overlap in flight (100–150 ms), the third flies alone.
+        let dep = df!(
+            "flow" => [1u32, 1, 1],
+            "t_ms" => [150.0, 200.0, 900.0],
+            "size" => [1000u64, 1000, 1000],
+            "delay" => [Some(50.0), Some(100.0), None]
+        )
+        .unwrap();
+        let s = path_shape(&dep, 500.0).unwrap();
+        assert_eq!(s.max_in_flight, 2);
+        assert!((s.peak_tput_mbps - 2000.0 * 8.0 / 500e3).abs() < 1e-12);
+        // Back to back (one ends when the next starts) is one in flight, not two.
+        let dep = df!(
+            "flow" => [1u32, 1],
+            "t_ms" => [100.0, 200.0],
+            "size" => [1000u64, 1000],
+            "delay" => [Some(100.0), Some(100.0)]
+        )
+        .unwrap();
+        assert_eq!(path_shape(&dep, 500.0).unwrap().max_in_flight, 1);
+    }
 
     fn arrivals_frame(flow: Vec<u32>, t_ms: Vec<f64>, size: Vec<u64>) -> DataFrame {
         df!("flow" => flow, "t_ms" => t_ms, "size" => size).unwrap()

@@ -157,32 +157,7 @@ fn draw_summary<DB: DrawingBackend>(
         })
         .collect();
     let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).collect();
-    // x' = −log10(delay): a plain axis on x' is a log axis on delay, inverted.
-    let (mut lo, mut hi) = all.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
-        let x = -p.0.log10();
-        (lo.min(x), hi.max(x))
-    });
-    if all.is_empty() {
-        (lo, hi) = (-3.0, 0.0);
-    }
-    let pad = ((hi - lo) * 0.15).max(0.05);
-    let ymax = all.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-3) * 1.15;
-
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(20)
-        .x_label_area_size(50)
-        .y_label_area_size(70)
-        .build_cartesian_2d((lo - pad)..(hi + pad), 0.0..ymax)
-        .map_err(|e| err(e.to_string()))?;
-    chart
-        .configure_mesh()
-        .x_desc("95th percentile one-way delay (ms, log scale, better →)")
-        .y_desc("Average throughput (Mbit/s)")
-        .x_label_formatter(&|x| format_delay(10f64.powf(-x)))
-        .draw()
-        .map_err(|e| err(e.to_string()))?;
+    let mut chart = delay_tput_chart(&root, title, &all)?;
     for (s, pts) in &series {
         let color = color_rgb(&s.color);
         let style = color.filled();
@@ -229,6 +204,193 @@ fn draw_summary<DB: DrawingBackend>(
     }
     legend(&mut chart, SeriesLabelPosition::UpperLeft).map_err(|e| err(e.to_string()))?;
     root.present().map_err(|e| err(e.to_string()))
+}
+
+/// The chart of the throughput–delay plots, with axes fitting the (delay ms, throughput
+/// Mbit/s) points `all`: x' = −log10(delay), so that a plain axis on x' is a log axis on delay,
+/// inverted (better = right); y from 0.
+fn delay_tput_chart<'a, DB: DrawingBackend + 'a>(
+    root: &'a Area<DB>,
+    title: &str,
+    all: &[(f64, f64)],
+) -> Result<Chart<'a, DB>, String> {
+    let (mut lo, mut hi) = all.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+        let x = -p.0.log10();
+        (lo.min(x), hi.max(x))
+    });
+    if all.is_empty() {
+        (lo, hi) = (-3.0, 0.0);
+    }
+    let pad = ((hi - lo) * 0.15).max(0.05);
+    let ymax = all.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-3) * 1.15;
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 18))
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d((lo - pad)..(hi + pad), 0.0..ymax)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("95th percentile one-way delay (ms, log scale, better →)")
+        .y_desc("Average throughput (Mbit/s)")
+        .x_label_formatter(&|x| format_delay(10f64.powf(-x)))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(chart)
+}
+
+/// One scheme of a calibration: its figures on the real path and over the fitted emulator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalibrationPoint {
+    /// Label, e.g. `TCP Cubic`.
+    pub label: String,
+    /// Pantheon color name.
+    pub color: String,
+    /// Real path: (median p95 one-way delay ms, median throughput Mbit/s).
+    pub real: (f64, f64),
+    /// Emulator: the same.
+    pub emulated: (f64, f64),
+}
+
+/// The Pantheon paper's Figure 3 to an SVG or PNG file: per scheme, the real path's result as
+/// a filled dot and the calibrated emulator's as an open dot of the same color, joined by a
+/// line, on the summary plots' axes.
+pub fn calibration_plot(
+    path: &Path,
+    title: &str,
+    points: &[CalibrationPoint],
+) -> Result<(), PlotError> {
+    to_file!(path, (900, 600), draw_calibration, title, points)
+}
+
+fn draw_calibration<DB: DrawingBackend>(
+    root: Area<DB>,
+    title: &str,
+    points: &[CalibrationPoint],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let all: Vec<(f64, f64)> = points
+        .iter()
+        .flat_map(|p| [p.real, p.emulated])
+        .filter(|p| p.0 > 0.0)
+        .collect();
+    let mut chart = delay_tput_chart(&root, title, &all)?;
+    let at = |p: (f64, f64)| (-p.0.log10(), p.1);
+    for p in points
+        .iter()
+        .filter(|p| p.real.0 > 0.0 && p.emulated.0 > 0.0)
+    {
+        let color = color_rgb(&p.color);
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![at(p.real), at(p.emulated)],
+                color.stroke_width(1),
+            )))
+            .map_err(e)?;
+        chart
+            .draw_series(std::iter::once(Circle::new(
+                at(p.emulated),
+                6,
+                color.stroke_width(2),
+            )))
+            .map_err(e)?;
+        chart
+            .draw_series(std::iter::once(Circle::new(at(p.real), 6, color.filled())))
+            .map_err(e)?
+            .label(p.label.clone())
+            .legend(move |(x, y)| Circle::new((x + 8, y), 5, color.filled()));
+        chart
+            .draw_series(std::iter::once(Text::new(
+                p.label.clone(),
+                at(p.real),
+                ("sans-serif", 14).into_font().color(&color),
+            )))
+            .map_err(e)?;
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperLeft).map_err(e)?;
+    root.present().map_err(e)
+}
+
+/// A calibration's convergence to an SVG or PNG file: each evaluation's replication error
+/// (percent; `None` = failed, not drawn) as a dot colored by its group (e.g. the delivery
+/// process), and the best error so far as a line.
+pub fn convergence_plot(
+    path: &Path,
+    title: &str,
+    evaluations: &[(Option<f64>, String)],
+) -> Result<(), PlotError> {
+    to_file!(path, (900, 500), draw_convergence, title, evaluations)
+}
+
+fn draw_convergence<DB: DrawingBackend>(
+    root: Area<DB>,
+    title: &str,
+    evaluations: &[(Option<f64>, String)],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let errors: Vec<f64> = evaluations.iter().filter_map(|x| x.0).collect();
+    // Errors span decades: a log axis, from just under the best to just over the worst.
+    let lo = errors.iter().copied().fold(f64::MAX, f64::min).max(0.01);
+    let hi = errors.iter().copied().fold(0.0, f64::max).max(lo * 10.0);
+    root.fill(&WHITE).map_err(e)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            0.0..(evaluations.len().max(1) as f64 + 1.0),
+            lo.log10() - 0.1..hi.log10() + 0.1,
+        )
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("Evaluation")
+        .y_desc("Replication error (%, log scale)")
+        .y_label_formatter(&|y| format_delay(10f64.powf(*y)))
+        .draw()
+        .map_err(e)?;
+    let mut groups: Vec<&str> = evaluations.iter().map(|x| x.1.as_str()).collect();
+    groups.dedup();
+    groups.sort();
+    groups.dedup();
+    for (gi, g) in groups.iter().enumerate() {
+        let color = FLOW_COLORS[gi % FLOW_COLORS.len()];
+        chart
+            .draw_series(
+                evaluations
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| x.1 == *g)
+                    .filter_map(|(i, x)| {
+                        x.0.map(|v| {
+                            Circle::new(((i + 1) as f64, v.max(lo).log10()), 4, color.filled())
+                        })
+                    }),
+            )
+            .map_err(e)?
+            .label(g.to_string())
+            .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
+    }
+    let mut best = f64::INFINITY;
+    let line: Vec<(f64, f64)> = evaluations
+        .iter()
+        .enumerate()
+        .filter_map(|(i, x)| {
+            best = best.min(x.0.unwrap_or(f64::INFINITY));
+            best.is_finite()
+                .then(|| ((i + 1) as f64, best.max(lo).log10()))
+        })
+        .collect();
+    chart
+        .draw_series(LineSeries::new(line, BLACK.stroke_width(2)))
+        .map_err(e)?
+        .label("best so far")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
+    legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
+    root.present().map_err(e)
 }
 
 /// The legend box of every plot here, at `position`.
@@ -555,6 +717,36 @@ mod tests {
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.contains("TCP Cubic") && svg.contains("TCP BBR"));
         assert!(svg.contains("Average throughput"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn calibration_plots_write_svg_with_labels() {
+        let dir = std::env::temp_dir().join(format!("cal-plots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fig3 = dir.join("figure3.svg");
+        calibration_plot(
+            &fig3,
+            "California → Mexico",
+            &[CalibrationPoint {
+                label: "TCP Cubic".into(),
+                color: "black".into(),
+                real: (64.37, 96.27),
+                emulated: (61.0, 99.0),
+            }],
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&fig3).unwrap();
+        assert!(svg.contains("TCP Cubic") && svg.contains("California"));
+        let conv = dir.join("convergence.svg");
+        let evals = vec![
+            (Some(40.0), "constant".to_owned()),
+            (None, "constant".to_owned()),
+            (Some(4.0), "poisson".to_owned()),
+        ];
+        convergence_plot(&conv, "search", &evals).unwrap();
+        let svg = std::fs::read_to_string(&conv).unwrap();
+        assert!(svg.contains("best so far") && svg.contains("poisson"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
