@@ -1,4 +1,4 @@
-//! A Mahimahi-compatible link emulator (and, later, Bayesian calibration of its parameters).
+//! A Mahimahi-compatible link emulator, and Bayesian calibration of its parameters.
 //!
 //! # Brief overview
 //!
@@ -18,6 +18,8 @@
 //!   `--prepend-mm-cmds`/`--extra-mm-link-args` strings → [`mm::EmulatedPath`].
 //! - [`presets`]: the emulator library (Pantheon's calibrated and pathological emulators).
 //! - [`runtime`]: TUN devices + ferry threads.
+//! - [`calibrate`]: the paper's five-parameter emulator and the Bayesian search that fits it to
+//!   a real path.
 //!
 //! ```
 //! use pantheon_emucal::{queue::QueueSpec, stage::{AnyStage, LinkStage, Pipeline, MS}, trace::Trace};
@@ -31,6 +33,7 @@
 //! assert_eq!(p.pop().unwrap().0, 2 * MS);
 //! ```
 
+pub mod calibrate;
 pub mod linklog;
 pub mod mm;
 pub mod presets;

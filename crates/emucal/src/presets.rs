@@ -16,10 +16,12 @@
 
 use std::path::Path;
 
+use crate::calibrate::Candidate;
+use crate::mm::Delivery;
 use crate::stage::OPPORTUNITY_BYTES;
 
 /// One named emulator: a trace rate and the Mahimahi-style chain around `mm-link`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Preset {
     /// Its name (`nepal-aws-india`).
     pub name: String,
@@ -49,13 +51,14 @@ impl Preset {
 /// Every preset, calibrated ones first.
 pub fn presets() -> Vec<Preset> {
     let mut all = Vec::new();
-    let poisson = "--uplink-delivery=poisson --downlink-delivery=poisson";
-    for (name, path, rate, prepend, queue, is_poisson) in [
+    // (name, path, rate Mbit/s, one-way delay ms, uplink loss, uplink DropTail packets, Poisson)
+    for (name, path, rate_mbps, delay_ms, loss, queue_packets, is_poisson) in [
         (
             "nepal-aws-india",
             "Nepal → AWS India (wired)",
             0.57,
-            "mm-delay 28 mm-loss uplink 0.0477",
+            28,
+            0.0477,
             14,
             true,
         ),
@@ -63,7 +66,8 @@ pub fn presets() -> Vec<Preset> {
             "mexico-cellular-aws-california",
             "Mexico cellular → AWS California",
             2.64,
-            "mm-delay 88",
+            88,
+            0.0,
             130,
             true,
         ),
@@ -71,7 +75,8 @@ pub fn presets() -> Vec<Preset> {
             "aws-brazil-colombia-cellular",
             "AWS Brazil → Colombia cellular",
             3.04,
-            "mm-delay 130",
+            130,
+            0.0,
             426,
             true,
         ),
@@ -79,7 +84,8 @@ pub fn presets() -> Vec<Preset> {
             "india-aws-india",
             "India → AWS India (wired)",
             100.42,
-            "mm-delay 27",
+            27,
+            0.0,
             173,
             false,
         ),
@@ -87,7 +93,8 @@ pub fn presets() -> Vec<Preset> {
             "aws-korea-china",
             "AWS Korea → China (wired)",
             77.72,
-            "mm-delay 51 mm-loss uplink 0.0006",
+            51,
+            0.0006,
             94,
             false,
         ),
@@ -95,29 +102,30 @@ pub fn presets() -> Vec<Preset> {
             "aws-california-mexico",
             "AWS California → Mexico (wired)",
             114.68,
-            "mm-delay 45",
+            45,
+            0.0,
             450,
             false,
         ),
     ] {
-        let delivery = if is_poisson { "Poisson" } else { "constant" };
-        all.push(Preset {
-            name: name.into(),
-            description: format!(
-                "Pantheon's calibrated emulator of {path}: {rate} Mbit/s {delivery}, \
-                 {prepend}, uplink DropTail {queue} packets"
-            ),
-            rate_mbps: rate,
-            prepend: prepend.into(),
-            link_args: format!(
-                "--uplink-queue=droptail --uplink-queue-args=packets={queue}{}",
-                if is_poisson {
-                    format!(" {poisson}")
-                } else {
-                    String::new()
-                }
-            ),
-        });
+        let candidate = Candidate {
+            rate_mbps,
+            delay_ms,
+            queue_packets,
+            loss,
+            delivery: if is_poisson {
+                Delivery::Poisson
+            } else {
+                Delivery::Trace
+            },
+        };
+        let description = format!(
+            "Pantheon's calibrated emulator of {path}: {rate_mbps} Mbit/s {}, {}, uplink \
+             DropTail {queue_packets} packets",
+            if is_poisson { "Poisson" } else { "constant" },
+            candidate.prepend()
+        );
+        all.push(candidate.to_preset(name, &description));
     }
     for rtt in [20u64, 100] {
         for rate in [12u64, 60, 108] {
@@ -181,13 +189,25 @@ pub fn presets() -> Vec<Preset> {
     all
 }
 
-/// The preset called `name`; the error lists the names.
+/// The preset called `name`, or the preset file at path `name` (JSON with the fields of
+/// [`Preset`], as `pantheon calibrate` writes `calibration/emulator.json`); the error lists the
+/// names, or says what is wrong with the file.
 pub fn find(name: &str) -> Result<Preset, String> {
+    let file = Path::new(name);
+    if name.ends_with(".json") || file.is_file() {
+        let text =
+            std::fs::read_to_string(file).map_err(|e| format!("read emulator file {name}: {e}"))?;
+        let p: Preset = serde_json::from_str(&text)
+            .map_err(|e| format!("{name}: not an emulator preset: {e}"))?;
+        crate::trace::Trace::constant_rate(p.rate_mbps).map_err(|e| format!("{name}: {e}"))?;
+        return Ok(p);
+    }
     let all = presets();
     all.iter().find(|p| p.name == name).cloned().ok_or_else(|| {
         let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
         format!(
-            "no emulator named `{name}` (`pantheon emulators` describes them): {}",
+            "no emulator named `{name}` (`pantheon emulators` describes them; a path to a \
+             preset file such as calibration/emulator.json works too): {}",
             names.join(", ")
         )
     })
@@ -240,6 +260,21 @@ mod tests {
             find("buffer-1bdp").unwrap().link_args,
             "--uplink-queue=droptail --uplink-queue-args=packets=166"
         );
+        // A preset file, as `pantheon calibrate` writes one.
+        let file = dir.join("emulator.json");
+        let fitted = crate::calibrate::Candidate {
+            rate_mbps: 24.02,
+            delay_ms: 30,
+            queue_packets: 63,
+            loss: 0.0,
+            delivery: Delivery::Trace,
+        }
+        .to_preset("calibrated", "fitted");
+        std::fs::write(&file, serde_json::to_string(&fitted).unwrap()).unwrap();
+        assert_eq!(find(file.to_str().unwrap()).unwrap(), fitted);
+        std::fs::write(&file, r#"{"name": "x"}"#).unwrap();
+        let e = find(file.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("not an emulator preset"), "{e}");
         let e = find("nepal").unwrap_err();
         assert!(
             e.contains("nepal-aws-india") && e.contains("`nepal`"),
