@@ -13,8 +13,10 @@
 //! - [`setup`]: `pantheon schemes setup`, what the descriptors ask to install and run once.
 //! - [`check`]: `pantheon schemes check`, each scheme through a short emulated run.
 //! - [`compare`]: `pantheon compare A B`, two results directories side by side.
+//! - [`calibrate`]: `pantheon calibrate`, an emulator fitted to a real path's results.
 
 pub mod analyze;
+pub mod calibrate;
 pub mod check;
 pub mod compare;
 pub mod plan;

@@ -1,0 +1,213 @@
+//! `pantheon calibrate`, synthetic recovery: results produced over a hidden emulator are the
+//! target; a calibration with a bounded budget must find an emulator with a replication error
+//! of at most 5 % and parameters near the hidden ones, write its outputs, resume from its log,
+//! and leave no namespace behind. Needs root, iproute2 and iperf3 (CI installs them).
+//!
+//! The hidden path has no random loss: over runs as short as CI can afford (5 s), i.i.d. loss
+//! makes Cubic's figures vary so much from one loss seed to the next that the *hidden emulator
+//! itself* scores 5–31 % against its own results (measured: 24 Mbit/s, 30 ms, 60 packets,
+//! 0.5 % loss, 6 s runs, seeds 1–3: 4.9, 31.3, 23.1 %), so no calibration could be held to
+//! 5 % there. The loss dimension is still searched (0–10 %) and must come out near zero.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const PANTHEON: &str = env!("CARGO_BIN_EXE_pantheon");
+
+fn pantheon(args: &[&str]) -> String {
+    let out = Command::new(PANTHEON)
+        .args(args)
+        .output()
+        .expect("run pantheon");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "pantheon {args:?} failed:\n{text}");
+    text
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Namespaces named like ours (`pt-<pid>-…`).
+fn our_namespaces() -> Vec<String> {
+    netns::list_named()
+        .into_iter()
+        .filter(|n| n.starts_with("pt-"))
+        .collect()
+}
+
+#[test]
+fn calibration_recovers_a_hidden_emulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).display().to_string();
+    let before = our_namespaces();
+
+    // The hidden emulator: 24 Mbit/s, 30 ms one way, 60-packet uplink DropTail.
+    pantheon(&["trace", "constant", "24", "-o", &d("24mbps.trace")]);
+    pantheon(&[
+        "run",
+        "local",
+        "--schemes",
+        "cubic bbr",
+        "--runtime",
+        "5",
+        "--seed",
+        "5",
+        "--uplink-trace",
+        &d("24mbps.trace"),
+        "--downlink-trace",
+        &d("24mbps.trace"),
+        "--prepend-mm-cmds",
+        "mm-delay 30",
+        "--extra-mm-link-args",
+        "--uplink-queue=droptail --uplink-queue-args=packets=60",
+        "--data-dir",
+        &d("target"),
+    ]);
+
+    let (target, out_dir) = (d("target"), d("cal"));
+    let calibrate = |extra: &[&str]| {
+        let mut args = vec![
+            "calibrate",
+            &target,
+            "--schemes",
+            "cubic bbr",
+            "--runtime",
+            "5",
+            "--delivery",
+            "constant",
+            "--max-evals",
+            "16",
+            "--initial-evals",
+            "6",
+            "--jobs",
+            "2",
+            "--seed",
+            "1",
+            "--out",
+            &out_dir,
+        ];
+        args.extend_from_slice(extra);
+        pantheon(&args)
+    };
+    let out = calibrate(&["--confirm", "2"]);
+    assert!(out.contains("Best emulator:"), "{out}");
+
+    let cal = dir.path().join("cal");
+    let summary = read_json(&cal.join("calibration.json"));
+    let o = &summary["outcome"];
+    let best = &o["best"];
+    let error = o["error_pct"].as_f64().unwrap();
+    assert!(error <= 5.0, "replication error {error} % > 5 %:\n{out}");
+    let rate = best["rate_mbps"].as_f64().unwrap();
+    let delay = best["delay_ms"].as_u64().unwrap();
+    let queue = best["queue_packets"].as_u64().unwrap();
+    let loss = best["loss"].as_f64().unwrap();
+    assert!(
+        (rate - 24.0).abs() <= 2.4,
+        "rate {rate} not within 10 % of 24:\n{out}"
+    );
+    assert!(
+        delay.abs_diff(30) <= 5,
+        "delay {delay} not within 5 ms of 30:\n{out}"
+    );
+    assert!(
+        queue.abs_diff(60) <= 18,
+        "queue {queue} not within 30 % of 60:\n{out}"
+    );
+    assert!(
+        loss <= 0.001,
+        "loss {loss} where the hidden path has none:\n{out}"
+    );
+    assert_eq!(best["delivery"], "constant");
+    // Bounds as Pantheon derived them: delay up to 2 × min one-way delay (≈ 30.5 ms).
+    let delay_bound = o["bounds"]["delay_ms"][1].as_u64().unwrap();
+    assert!(
+        (60..=64).contains(&delay_bound),
+        "delay bound {delay_bound}"
+    );
+    // Loss up to clamp(4 × median run loss, 0.1, 0.5); the runs' loss is the queue's drops.
+    let mut losses: Vec<f64> = summary["observations"]["loss"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    losses.sort_by(f64::total_cmp);
+    assert_eq!(losses.len(), 2);
+    let expected = (4.0 * (losses[0] + losses[1]) / 2.0).clamp(0.1, 0.5);
+    let loss_bound = o["bounds"]["loss"][1].as_f64().unwrap();
+    assert!(
+        (loss_bound - expected).abs() < 1e-12,
+        "loss bound {loss_bound}"
+    );
+
+    // The search log: 16 evaluations and 2 confirmations, in Pantheon's key=value form.
+    let log = std::fs::read_to_string(cal.join("search.log")).unwrap();
+    assert_eq!(log.lines().count(), 18, "{log}");
+    for line in log.lines() {
+        assert!(line.starts_with("bw="), "{line}");
+        assert!(line.contains(",overall_loss="), "{line}");
+        assert!(
+            line.contains(",cubic.tput=") && line.contains(",bbr.delay="),
+            "{line}"
+        );
+    }
+    // Leave-one-out: one entry per scheme.
+    assert!(o["leave_one_out"]["cubic"]["tput_error_pct"].is_f64());
+    assert!(o["leave_one_out"]["bbr"]["delay_error_pct"].is_f64());
+    // Outputs a researcher opens.
+    let mm = std::fs::read_to_string(cal.join("mahimahi.txt")).unwrap();
+    assert!(
+        mm.starts_with(&format!("mm-delay {delay}")) && mm.contains("--uplink-queue=droptail"),
+        "{mm}"
+    );
+    for plot in ["figure3.svg", "convergence.svg"] {
+        let svg = std::fs::read_to_string(cal.join(plot)).unwrap();
+        assert!(
+            svg.contains("TCP Cubic") || svg.contains("best so far"),
+            "{plot}"
+        );
+    }
+
+    // Resuming: the same command with no confirmation adds no evaluation and finds the same
+    // best emulator from the log alone.
+    let again = calibrate(&["--confirm", "0"]);
+    let log2 = std::fs::read_to_string(cal.join("search.log")).unwrap();
+    assert_eq!(
+        log2, log,
+        "a resumed calibration re-ran evaluations:\n{again}"
+    );
+    assert_eq!(
+        read_json(&cal.join("calibration.json"))["outcome"]["best"],
+        *best
+    );
+
+    // The preset runs.
+    let run = pantheon(&[
+        "run",
+        "local",
+        "--schemes",
+        "bbr",
+        "--runtime",
+        "2",
+        "--emulator",
+        &cal.join("emulator.json").display().to_string(),
+        "--data-dir",
+        &d("check"),
+    ]);
+    let meta = read_json(&dir.path().join("check/pantheon_metadata.json"));
+    assert_eq!(
+        meta["prepend_mm_cmds"].as_str(),
+        Some(format!("mm-delay {delay}").as_str()),
+        "{run}"
+    );
+
+    assert_eq!(our_namespaces(), before, "namespaces left behind");
+}
