@@ -209,5 +209,15 @@ fn calibration_recovers_a_hidden_emulator() {
         "{run}"
     );
 
+    // A table of the target's own medians (a path known from its report) compares with the
+    // target directory at 0 % replication error.
+    let mut csv = String::from("scheme,tput_mbps,delay_ms\n");
+    for (scheme, t) in summary["target_schemes"].as_object().unwrap() {
+        csv += &format!("{scheme},{},{}\n", t["tput_mbps"], t["delay_ms"]);
+    }
+    std::fs::write(dir.path().join("target.csv"), csv).unwrap();
+    let cmp = pantheon(&["compare", &d("target.csv"), &target]);
+    assert!(cmp.contains("overall 0.0%"), "{cmp}");
+
     assert_eq!(our_namespaces(), before, "namespaces left behind");
 }

@@ -290,11 +290,14 @@ pub trait Progress {
     fn phase(&self, what: &str);
 }
 
-/// Runs the calibration; see the module docs for the outputs.
+/// Runs the calibration, measuring candidates with `evaluator` (e.g. [`LocalEvaluator`]); see
+/// the module docs for the outputs. `registry` checks the scheme names and gives the plots'
+/// labels and colors.
 pub fn calibrate(
     target: &Target,
     opts: &CalibrateOptions,
     registry: &Registry,
+    evaluator: &dyn Evaluator,
     progress: &dyn Progress,
 ) -> anyhow::Result<Outcome> {
     let started = Instant::now();
@@ -382,7 +385,7 @@ pub fn calibrate(
                 break;
             }
             let batch: Vec<(Candidate, u64)> = batch.into_iter().map(|c| (c, opts.seed)).collect();
-            let results = evaluate_all(&batch, target, opts, registry, &mut seq)?;
+            let results = evaluate_all(&batch, target, evaluator, &mut seq)?;
             for e in &results {
                 search.tell(&e.candidate, e.overall_error_pct);
             }
@@ -403,7 +406,7 @@ pub fn calibrate(
             .map(|(i, (c, _, _))| (c, opts.seed + 1000 + (evals.len() + i) as u64))
             .collect::<Vec<_>>();
         for chunk in top.chunks(opts.jobs.max(1)) {
-            let results = evaluate_all(chunk, target, opts, registry, &mut seq)?;
+            let results = evaluate_all(chunk, target, evaluator, &mut seq)?;
             record(results, &mut evals)?;
         }
     }
@@ -544,12 +547,11 @@ fn leave_one_out(target: &Target, evals: &[Evaluation]) -> BTreeMap<String, Leav
 }
 
 /// Measures `batch` (candidates with the seed of their emulator's loss) in parallel, one
-/// thread per candidate, namespaces `<prefix>-e<n>-…`.
+/// thread per candidate; `seq` numbers evaluations.
 fn evaluate_all(
     batch: &[(Candidate, u64)],
     target: &Target,
-    opts: &CalibrateOptions,
-    registry: &Registry,
+    evaluator: &dyn Evaluator,
     seq: &mut usize,
 ) -> anyhow::Result<Vec<Evaluation>> {
     let first = *seq;
@@ -560,7 +562,7 @@ fn evaluate_all(
             .enumerate()
             .map(|(i, (c, seed))| {
                 let n = first + i;
-                s.spawn(move || evaluate(c, *seed, n, target, opts, registry))
+                s.spawn(move || evaluate(c, *seed, n, target, evaluator))
             })
             .collect();
         handles
@@ -581,22 +583,15 @@ fn evaluate_all(
     Ok(results)
 }
 
-/// One candidate: every scheme `run_times` times over it, the emulator's loss seeded with
-/// `seed`; never fails, a failure is recorded.
+/// One candidate measured and scored against the target; never fails: a failure is recorded.
 fn evaluate(
     c: &Candidate,
     seed: u64,
     n: usize,
     target: &Target,
-    opts: &CalibrateOptions,
-    registry: &Registry,
+    evaluator: &dyn Evaluator,
 ) -> Evaluation {
-    let dir = opts.out_dir.join("evals").join(n.to_string());
-    let tag = format!("{}-e{n}", opts.netns_prefix);
-    let measured = run_candidate(c, seed, &dir, &tag, opts, registry);
-    if !opts.keep_runs {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    let measured = evaluator.measure(c, seed, n);
     let mut e = Evaluation {
         candidate: *c,
         tput_error_pct: None,
@@ -626,60 +621,105 @@ fn evaluate(
     e
 }
 
-fn run_candidate(
-    c: &Candidate,
-    seed: u64,
-    dir: &Path,
-    tag: &str,
-    opts: &CalibrateOptions,
-    registry: &Registry,
-) -> anyhow::Result<BTreeMap<String, SchemeRuns>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-    let preset = c.to_preset("candidate", "");
-    let trace = dir.join(preset.trace_file_name());
-    write_constant_trace(&trace, c.rate_mbps)?;
-    let plan = ExperimentPlan {
-        schemes: opts.schemes.clone(),
-        run_times: opts.run_times,
-        start_run_id: 1,
-        runtime: opts.runtime,
-        flows: 1,
-        interval: Duration::ZERO,
-        first_side_setup: Duration::from_secs(1),
-        drain_timeout: Duration::from_secs(5),
-        random_order: false,
-        data_dir: dir.to_owned(),
-        seed,
-        uplink_trace: trace.clone(),
-        downlink_trace: trace,
-        prepend_mm_cmds: preset.prepend,
-        append_mm_cmds: String::new(),
-        extra_mm_link_args: preset.link_args,
-        schemes_dir: opts.schemes_dir.clone(),
-    };
-    let path = plan.validate(registry)?;
-    let mut out = BTreeMap::new();
-    let mut k = 0;
-    for name in &opts.schemes {
-        let scheme = registry.get(name)?;
-        let runs: &mut SchemeRuns = out.entry(name.clone()).or_default();
-        for run in 1..=opts.run_times {
-            let rec = run_once(&plan, &path, scheme, run, &format!("{tag}-{k}"), &|_| {});
-            k += 1;
-            match rec.outcome {
-                RunOutcome::Ok => {}
-                RunOutcome::Failed { reason } => bail!("{name} run {run} failed: {reason}"),
-                RunOutcome::Interrupted => bail!("interrupted"),
-            }
-            let f = analyzer::ingest::read_run(dir, name, run)?;
-            let s =
-                analyzer::metrics::run_stats(&f.arrivals, &f.departures, f.opportunities.as_ref())?;
-            runs.tput_mbps.push(s.total.tput_mbps);
-            runs.delay_ms.extend(s.total.p95_delay_ms);
-            runs.loss_pct.push(s.total.loss * 100.0);
+/// Measures candidates: runs the target's schemes over an emulator and returns their per-run
+/// figures. [`LocalEvaluator`] runs them on this machine; an evaluator that runs them on
+/// testbed agents implements the same trait, and the search does not change.
+pub trait Evaluator: Sync {
+    /// Every scheme over `c`, the emulator's loss seeded with `seed`; `n` numbers the
+    /// evaluation (unique within a calibration). Errors say which run failed and why.
+    fn measure(
+        &self,
+        c: &Candidate,
+        seed: u64,
+        n: usize,
+    ) -> anyhow::Result<BTreeMap<String, SchemeRuns>>;
+}
+
+/// Runs candidates here, as `pantheon run local` would: in `out_dir/evals/<n>/` (removed after
+/// unless `keep_runs`), namespaces `<netns_prefix>-e<n>-<k>-…`.
+pub struct LocalEvaluator<'a> {
+    /// Where the schemes come from.
+    pub registry: &'a Registry,
+    /// The options (schemes, runtime, run times, output directory…).
+    pub opts: &'a CalibrateOptions,
+}
+
+impl Evaluator for LocalEvaluator<'_> {
+    fn measure(
+        &self,
+        c: &Candidate,
+        seed: u64,
+        n: usize,
+    ) -> anyhow::Result<BTreeMap<String, SchemeRuns>> {
+        let dir = self.opts.out_dir.join("evals").join(n.to_string());
+        let tag = format!("{}-e{n}", self.opts.netns_prefix);
+        let measured = self.run(c, seed, &dir, &tag);
+        if !self.opts.keep_runs {
+            let _ = std::fs::remove_dir_all(&dir);
         }
+        measured
     }
-    Ok(out)
+}
+
+impl LocalEvaluator<'_> {
+    fn run(
+        &self,
+        c: &Candidate,
+        seed: u64,
+        dir: &Path,
+        tag: &str,
+    ) -> anyhow::Result<BTreeMap<String, SchemeRuns>> {
+        let (opts, registry) = (self.opts, self.registry);
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        let preset = c.to_preset("candidate", "");
+        let trace = dir.join(preset.trace_file_name());
+        write_constant_trace(&trace, c.rate_mbps)?;
+        let plan = ExperimentPlan {
+            schemes: opts.schemes.clone(),
+            run_times: opts.run_times,
+            start_run_id: 1,
+            runtime: opts.runtime,
+            flows: 1,
+            interval: Duration::ZERO,
+            first_side_setup: Duration::from_secs(1),
+            drain_timeout: Duration::from_secs(5),
+            random_order: false,
+            data_dir: dir.to_owned(),
+            seed,
+            uplink_trace: trace.clone(),
+            downlink_trace: trace,
+            prepend_mm_cmds: preset.prepend,
+            append_mm_cmds: String::new(),
+            extra_mm_link_args: preset.link_args,
+            schemes_dir: opts.schemes_dir.clone(),
+        };
+        let path = plan.validate(registry)?;
+        let mut out = BTreeMap::new();
+        let mut k = 0;
+        for name in &opts.schemes {
+            let scheme = registry.get(name)?;
+            let runs: &mut SchemeRuns = out.entry(name.clone()).or_default();
+            for run in 1..=opts.run_times {
+                let rec = run_once(&plan, &path, scheme, run, &format!("{tag}-{k}"), &|_| {});
+                k += 1;
+                match rec.outcome {
+                    RunOutcome::Ok => {}
+                    RunOutcome::Failed { reason } => bail!("{name} run {run} failed: {reason}"),
+                    RunOutcome::Interrupted => bail!("interrupted"),
+                }
+                let f = analyzer::ingest::read_run(dir, name, run)?;
+                let s = analyzer::metrics::run_stats(
+                    &f.arrivals,
+                    &f.departures,
+                    f.opportunities.as_ref(),
+                )?;
+                runs.tput_mbps.push(s.total.tput_mbps);
+                runs.delay_ms.extend(s.total.p95_delay_ms);
+                runs.loss_pct.push(s.total.loss * 100.0);
+            }
+        }
+        Ok(out)
+    }
 }
 
 fn write_outputs(

@@ -12,8 +12,12 @@ use crate::schemes::Registry;
 
 /// Per-scheme run totals of a results directory, from `pantheon_perf.json`
 /// (`{scheme: {run: {"all": {"tput", "delay", "loss"}}}}`, loss a fraction as Pantheon writes
-/// it; converted to percent here).
+/// it; converted to percent here); or, for a file, the medians of a target table
+/// ([`crate::calibrate::load_target`]: a real path known only from its report).
 pub fn load_runs(dir: &Path, registry: &Registry) -> anyhow::Result<BTreeMap<String, SchemeRuns>> {
+    if dir.is_file() {
+        return Ok(crate::calibrate::load_target(dir, registry)?.schemes);
+    }
     let perf_path = dir.join("pantheon_perf.json");
     if !perf_path.exists() {
         if !dir.join("pantheon_metadata.json").exists() {

@@ -48,7 +48,8 @@ enum Top {
     /// and standard deviations of each, Welch's t-test, and the replication error of the
     /// second as an emulation of the first (e.g. `pantheon compare real/ emulated/`).
     Compare {
-        /// The first (reference) results directory.
+        /// The first (reference) results directory, or a table of per-scheme medians (.csv or
+        /// .json, as `pantheon calibrate` takes: a real path known from its report).
         a: PathBuf,
         /// The second.
         b: PathBuf,
@@ -697,7 +698,11 @@ fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
         )
         .expect("valid template"),
     );
-    let outcome = calibrate::calibrate(&target, &opts, &registry, &bar);
+    let evaluator = calibrate::LocalEvaluator {
+        registry: &registry,
+        opts: &opts,
+    };
+    let outcome = calibrate::calibrate(&target, &opts, &registry, &evaluator, &bar);
     bar.0.finish_and_clear();
     let o = outcome?;
     println!(

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Calibration against real paths (issue 8): Pantheon's reports of two wired paths as targets.
+#
+#   bash bench/calibrate.sh PATH [MAX_EVALS=20] [RUNTIME=30] [DELIVERY=both]   (root)
+#
+# PATH: california-mexico (BBR, Cubic) or brazil-colombia (BBR, Copa, Cubic, LEDBAT, QUIC
+# Cubic); the targets are bench/calibrate/PATH.csv (medians from shared/seeds/000 and 001).
+# One candidate at a time (--jobs 1: at ~100 Mbit/s two at once would share the 2 CPUs), one
+# RUNTIME-second run per scheme and candidate, MAX_EVALS evaluations per delivery process, the
+# 2 best measured again. Prints the best emulator, its replication error and the wall time;
+# for California → Mexico also Pantheon's published emulator of the path, run with the same
+# schemes and scored the same way. Results stay in results/calibrate-PATH/ (delete it to start
+# over; otherwise the search resumes from its log).
+set -euo pipefail
+path=${1:?usage: bash bench/calibrate.sh california-mexico|brazil-colombia [MAX_EVALS] [RUNTIME] [DELIVERY]}
+MAX=${2:-20}
+RUNTIME=${3:-30}
+DELIVERY=${4:-both}
+cd "$(dirname "$0")/.."
+source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR, $PANTHEON
+case $path in
+  california-mexico) schemes="bbr cubic" ;;
+  brazil-colombia) schemes="bbr copa cubic ledbat quic" ;;
+  *) echo "unknown path $path" >&2; exit 2 ;;
+esac
+echo ">> cargo build --workspace --bins" >&2
+cargo build --quiet --workspace --bins
+"$PANTHEON" schemes setup $schemes >/dev/null
+out=results/calibrate-$path
+start=$(date +%s)
+"$PANTHEON" calibrate "bench/calibrate/$path.csv" --schemes "$schemes" --runtime "$RUNTIME" \
+  --max-evals "$MAX" --initial-evals 6 --confirm 2 --jobs 1 --delivery "$DELIVERY" --out "$out"
+echo "wall time of this invocation: $(( $(date +%s) - start )) s"
+if [ "$path" = california-mexico ] && [ ! -e "$out/pantheon-emulator/pantheon_perf.json" ]; then
+  echo ">> Pantheon's own calibrated emulator of this path, same schemes and runtime" >&2
+  "$PANTHEON" run local --schemes "$schemes" --runtime "$RUNTIME" --seed 1 \
+    --emulator aws-california-mexico --data-dir "$out/pantheon-emulator" >/dev/null
+fi
+if [ -e "$out/pantheon-emulator/pantheon_perf.json" ]; then
+  "$PANTHEON" compare "bench/calibrate/$path.csv" "$out/pantheon-emulator" | tail -1
+fi
+python3 - "$out" "$path" <<'PY'
+import json, sys
+out, path = sys.argv[1], sys.argv[2]
+c = json.load(open(f"{out}/calibration.json"))
+o = c["outcome"]; b = o["best"]
+print(f"\n{path}: {c['schemes']}, {o['evaluations']} evaluations, {c['wall_time_s']:.0f} s "
+      f"(this invocation, resumed ones excluded)")
+print(f"best: {b['rate_mbps']} Mbit/s {b['delivery']}, {b['delay_ms']} ms, "
+      f"{b['queue_packets']} packets, loss {b['loss'] * 100:.4f} %")
+print(f"replication error {o['error_pct']:.1f} % (throughput {o['tput_error_pct']:.1f} %, "
+      f"delay {o['delay_error_pct']:.1f} %)")
+if path == "california-mexico":
+    print("Pantheon's calibrated emulator: 114.68 Mbit/s constant, 45 ms, 450 packets, no loss")
+for s, l in o["leave_one_out"].items():
+    print(f"leave-one-out {s}: fit {l['fit_error_pct']:.1f} %, predicts throughput within "
+          f"{l['tput_error_pct']:.1f} %, delay within {l['delay_error_pct']:.1f} %")
+PY
