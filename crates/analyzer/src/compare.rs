@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+pub use crate::stats::{mean, mean_if_any, median, std_dev};
+
 /// One scheme's per-run totals in one experiment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SchemeRuns {
@@ -73,39 +75,6 @@ pub struct Comparison {
     pub only_in_b: Vec<String>,
     /// Which test the p-values come from.
     pub test: &'static str,
-}
-
-/// Arithmetic mean (NaN for no values).
-pub fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
-}
-
-/// Arithmetic mean, `None` for no values (for tables that print N/A).
-pub fn mean_if_any(x: &[f64]) -> Option<f64> {
-    (!x.is_empty()).then(|| mean(x))
-}
-
-/// Sample standard deviation (n − 1); `None` for fewer than two values.
-pub fn std_dev(x: &[f64]) -> Option<f64> {
-    (x.len() >= 2).then(|| {
-        let m = mean(x);
-        (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
-    })
-}
-
-/// Median (mean of the two middle values for an even count); `None` for no values.
-pub fn median(x: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = x.iter().copied().filter(|v| !v.is_nan()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 /// Welch's t-test of equal means, two-sided: `(t, degrees of freedom, p)`. `None` with fewer

@@ -13,11 +13,13 @@
 //!   ellipses), the per-run throughput and delay plots.
 //! - [`document`]: Pantheon's report as `pantheon_report.html` (one self-contained file) and
 //!   `pantheon_report.pdf`, no LaTeX or browser needed.
+//! - [`stats`]: mean, median, standard deviation of per-run figures.
 //! - [`compare`]: two experiments side by side (means, % difference, Welch's t-test) and the
 //!   replication error.
 //!
 //! Polars lives only in this crate: it is most of the workspace's build time. Without the
-//! default feature `frames` only [`text`] is built (the fuzz targets use that).
+//! default feature `frames` only [`text`] and [`stats`] are built (the fuzz targets and the
+//! calibration model use those).
 
 #[cfg(feature = "frames")]
 pub mod compare;
@@ -29,6 +31,7 @@ pub mod ingest;
 pub mod metrics;
 #[cfg(feature = "frames")]
 pub mod report;
+pub mod stats;
 pub mod text;
 #[cfg(feature = "frames")]
 pub mod timeseries;

@@ -39,6 +39,8 @@ use egobox_ego::{EgorServiceApi, EgorServiceBuilder, InfillStrategy, XType};
 use egobox_moe::MixintGpMixtureParams;
 use ndarray::{Array2, Axis};
 
+use analyzer::stats::median;
+
 use crate::mm::Delivery;
 use crate::presets::Preset;
 
@@ -177,20 +179,6 @@ pub struct Observations {
     pub max_in_flight: Vec<f64>,
     /// Loss rate of each run, fraction.
     pub loss: Vec<f64>,
-}
-
-fn median(x: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = x.iter().copied().filter(|v| v.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 fn max(x: &[f64]) -> Option<f64> {

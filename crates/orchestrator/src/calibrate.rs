@@ -49,6 +49,13 @@ pub struct Target {
     pub source: String,
 }
 
+impl Target {
+    /// Its schemes' names, comma-separated, for messages.
+    pub fn scheme_names(&self) -> String {
+        self.schemes.keys().cloned().collect::<Vec<_>>().join(", ")
+    }
+}
+
 /// One row of a target table: `scheme`, median throughput `tput_mbps`, median p95 one-way
 /// delay `delay_ms`, and optionally `loss_pct` (percent) and `runs`.
 #[derive(Debug, Deserialize)]
@@ -308,12 +315,7 @@ pub fn calibrate(
             bail!(
                 "{s} is not in the target ({}): the target has {}",
                 target.source,
-                target
-                    .schemes
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                target.scheme_names()
             );
         }
         registry.get(s)?;

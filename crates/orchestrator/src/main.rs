@@ -67,8 +67,9 @@ enum Top {
     ///
     /// Writes to --out: search.log (one line per evaluation; running the same command again
     /// resumes from it), emulator.json (use it as `pantheon run local --emulator
-    /// calibration/emulator.json`), mahimahi.txt and calibration.json (best emulator, its
-    /// error, bounds, leave-one-out check, wall time).
+    /// calibration/emulator.json`), mahimahi.txt, calibration.json (best emulator, its error,
+    /// bounds, leave-one-out check, wall time), figure3.svg (real vs emulated per scheme, the
+    /// paper's Figure 3) and convergence.svg. See docs/calibration.md.
     Calibrate(Box<CalibrateArgs>),
     /// The scheme library.
     Schemes {
@@ -641,12 +642,7 @@ fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     if schemes.is_empty() {
         anyhow::bail!(
             "none of the target's schemes ({}) can run here: see `pantheon schemes list`",
-            target
-                .schemes
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
+            target.scheme_names()
         );
     }
     if a.jobs == 0 || a.max_evals == 0 || a.run_times == 0 {
