@@ -79,6 +79,17 @@ pub struct RunFrames {
     pub clock_offsets: ClockOffsets,
 }
 
+impl RunFrames {
+    /// The run's metrics ([`crate::metrics::run_stats`] of these frames).
+    pub fn stats(&self) -> polars::prelude::PolarsResult<crate::metrics::RunStats> {
+        crate::metrics::run_stats(
+            &self.arrivals,
+            &self.departures,
+            self.opportunities.as_ref(),
+        )
+    }
+}
+
 /// Clock correction of a run's logs: one-way delays between two machines are only right when
 /// each log's clock offset (NTP) was measured and applied.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -100,12 +100,9 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
                             }
                             _ => {}
                         }
-                        let stats = analyzer::metrics::run_stats(
-                            &frames.arrivals,
-                            &frames.departures,
-                            frames.opportunities.as_ref(),
-                        )
-                        .with_context(|| format!("metrics of {scheme} run {run_id}"))?;
+                        let stats = frames
+                            .stats()
+                            .with_context(|| format!("metrics of {scheme} run {run_id}"))?;
                         let dur_s = stats.total.duration_ms / 1000.0;
                         if dur_s < 0.8 * runtime_s {
                             rr.flags.push(format!(

@@ -163,8 +163,7 @@ fn target_from_dir(dir: &Path, registry: &Registry) -> anyhow::Result<Target> {
             let Ok(f) = analyzer::ingest::read_run(dir, scheme, run) else {
                 continue;
             };
-            let stats =
-                analyzer::metrics::run_stats(&f.arrivals, &f.departures, f.opportunities.as_ref())?;
+            let stats = f.stats()?;
             let shape = analyzer::metrics::path_shape(&f.departures, 500.0)?;
             o.min_delay_ms.extend(stats.total.min_delay_ms);
             o.peak_tput_mbps.push(shape.peak_tput_mbps);
@@ -710,11 +709,7 @@ impl LocalEvaluator<'_> {
                     RunOutcome::Interrupted => bail!("interrupted"),
                 }
                 let f = analyzer::ingest::read_run(dir, name, run)?;
-                let s = analyzer::metrics::run_stats(
-                    &f.arrivals,
-                    &f.departures,
-                    f.opportunities.as_ref(),
-                )?;
+                let s = f.stats()?;
                 runs.tput_mbps.push(s.total.tput_mbps);
                 runs.delay_ms.extend(s.total.p95_delay_ms);
                 runs.loss_pct.push(s.total.loss * 100.0);

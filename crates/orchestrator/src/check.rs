@@ -117,11 +117,7 @@ pub fn check(
             },
             RunOutcome::Ok => {
                 let frames = analyzer::ingest::read_run(&dir, name, 1)?;
-                let s = analyzer::metrics::run_stats(
-                    &frames.arrivals,
-                    &frames.departures,
-                    frames.opportunities.as_ref(),
-                )?;
+                let s = frames.stats()?;
                 let figures = format!(
                     "loopback {loopback:.0} Mbit/s; emulated {:.2} Mbit/s, p95 one-way delay {}, \
                      loss {:.2} %",
