@@ -40,6 +40,7 @@ fn generate(dir: &Path, n: u64) -> std::io::Result<()> {
         direction: Direction::Datalink,
         base_realtime_ns: 1_795_000_000_000_000_000,
         clock_offset_ns: None,
+        clock_drift_ppb: 0,
     };
     let mut egress = LogWriter::create(
         &bin.join("cubic_datalink_run1_flow1.egress.ptlog"),

@@ -533,9 +533,12 @@ fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, Inges
     for arrivals in [true, false] {
         for (path, _, header, _) in logs.iter().filter(|l| l.1 == arrivals) {
             let shift = (corrected(header) - min_base) as f64 / 1e6;
+            // A drifting clock (offsets measured before and after a remote run): the offset
+            // grows by `drift` ns per second of the log.
+            let scale = 1.0 + header.clock_drift_ppb as f64 * 1e-9;
             let mut n = 0;
             let (_, stop) = read_log_with(path, |r| {
-                let t = shift + r.t_ns as f64 / 1e6;
+                let t = shift + r.t_ns as f64 / 1e6 * scale;
                 let (flow, size) = (u32::from(r.flow), u64::from(r.size));
                 if arrivals {
                     m.arrival(flow, t, size, r.uid);

@@ -26,6 +26,11 @@ pub struct FlowStats {
     pub p95_delay_ms: Option<f64>,
     /// Smallest one-way delay, ms (the path's propagation delay, roughly).
     pub min_delay_ms: Option<f64>,
+    /// 95th-percentile *queueing* delay, ms: one-way delay minus the minimum of the packet's
+    /// own flow (ours, beside Pantheon's absolute figure). It is immune to a constant clock
+    /// offset between two machines, so it stays meaningful when the absolute delay of a
+    /// remote run is not (Pantheon issue #71).
+    pub p95_queueing_delay_ms: Option<f64>,
     /// Loss rate, fraction 0–1.
     pub loss: f64,
     /// Packets that entered the path.
@@ -83,18 +88,25 @@ pub fn run_stats(
     departures: &DataFrame,
     opportunities: Option<&DataFrame>,
 ) -> PolarsResult<RunStats> {
-    let flows = grouped_stats(arrivals.clone().lazy(), departures.clone().lazy())?;
-    let all = |df: &DataFrame| df.clone().lazy().with_column(lit(0u32).alias("flow"));
+    // Queueing delay: each packet's delay above its own flow's minimum (before the total
+    // relabels every packet as flow 0).
+    let dep = departures
+        .clone()
+        .lazy()
+        .with_column((col("delay") - col("delay").min().over([col("flow")])?).alias("qdelay"));
+    let flows = grouped_stats(arrivals.clone().lazy(), dep.clone())?;
+    let all = |df: LazyFrame| df.with_column(lit(0u32).alias("flow"));
     // With one flow the total is that flow (same packets): no second pass over them.
     let total = if flows.len() == 1 {
         flows.values().next().copied()
     } else {
-        grouped_stats(all(arrivals), all(departures))?.remove(&0)
+        grouped_stats(all(arrivals.clone().lazy()), all(dep))?.remove(&0)
     };
     let total = total.unwrap_or(FlowStats {
         tput_mbps: 0.0,
         p95_delay_ms: None,
         min_delay_ms: None,
+        p95_queueing_delay_ms: None,
         loss: if arrivals.height() > 0 { 1.0 } else { 0.0 },
         arrived: 0,
         departed: 0,
@@ -132,6 +144,9 @@ fn grouped_stats(arr: LazyFrame, dep: LazyFrame) -> PolarsResult<BTreeMap<u32, F
                 .quantile(lit(0.95), QuantileMethod::Nearest)
                 .alias("p95"),
             col("delay").min().alias("min_delay"),
+            col("qdelay")
+                .quantile(lit(0.95), QuantileMethod::Nearest)
+                .alias("p95q"),
             f(col("delay").lt(lit(0.0)).sum()).alias("negative"),
         ]);
     let outer = || JoinArgs::new(JoinType::Full).with_coalesce(JoinCoalesce::CoalesceColumns);
@@ -151,6 +166,7 @@ fn grouped_stats(arr: LazyFrame, dep: LazyFrame) -> PolarsResult<BTreeMap<u32, F
     let (dep_bytes, departed, duration) =
         (get("dep_bytes")?, get("departed")?, get("duration_ms")?);
     let (p95, min_delay, negative) = (get("p95")?, get("min_delay")?, get("negative")?);
+    let p95q = get("p95q")?;
 
     let mut out = BTreeMap::new();
     for i in 0..table.height() {
@@ -163,6 +179,7 @@ fn grouped_stats(arr: LazyFrame, dep: LazyFrame) -> PolarsResult<BTreeMap<u32, F
                 tput_mbps: throughput_mbps(db, duration_ms),
                 p95_delay_ms: p95[i],
                 min_delay_ms: min_delay[i],
+                p95_queueing_delay_ms: p95q[i],
                 loss: if ab > 0.0 {
                     (1.0 - db / ab).max(0.0)
                 } else {
@@ -302,6 +319,7 @@ mod tests {
         // Delays 10, 20, 30: nearest index round(0.95·2) = 2 → 30.
         assert_eq!(f1.p95_delay_ms, Some(30.0));
         assert_eq!(f1.min_delay_ms, Some(10.0));
+        assert_eq!(f1.p95_queueing_delay_ms, Some(20.0));
         let f2 = s.flows[&2];
         assert_eq!(f2.loss, 0.0);
         assert!((f2.tput_mbps - 1600.0 / 5000.0).abs() < 1e-12);
@@ -309,6 +327,9 @@ mod tests {
         // [1,1,10,20,30], index round(0.95·4) = 4 → 30.
         assert!((s.total.tput_mbps - 4700.0 * 8.0 / 32_000.0).abs() < 1e-12);
         assert_eq!(s.total.p95_delay_ms, Some(30.0));
+        // Queueing delays, each over its own flow's minimum: {0,10,20} and {0,0} → sorted
+        // [0,0,0,10,20] → 20 (over the total's minimum it would be 29).
+        assert_eq!(s.total.p95_queueing_delay_ms, Some(20.0));
         assert!((s.total.loss - 1500.0 / 6200.0).abs() < 1e-12);
         assert_eq!((s.total.arrived, s.total.departed), (6, 5));
         assert_eq!(s.total.negative_delays, 0);

@@ -663,6 +663,7 @@ mod tests {
             tput_mbps: tput,
             p95_delay_ms: Some(delay),
             min_delay_ms: Some(1.0),
+            p95_queueing_delay_ms: Some(delay - 1.0),
             loss,
             arrived: 1,
             departed: 1,

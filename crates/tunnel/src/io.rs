@@ -256,6 +256,7 @@ pub fn start(
         direction,
         base_realtime_ns,
         clock_offset_ns: None,
+        clock_drift_ppb: 0,
     };
     let open = |path: &Option<PathBuf>, kind, direction| {
         path.as_ref()

@@ -12,8 +12,10 @@
 //!   15     flags (bit 0: clock offset measured)
 //!   16..18 record size (24)           18..24 reserved (0)
 //!   24..32 base time: CLOCK_REALTIME at the endpoint's start, ns since the Unix epoch (i64)
-//!   32..40 clock offset of this host to true time, ns (i64; meaningful when flag bit 0 is set)
-//!   40..64 reserved (0)
+//!   32..40 clock offset of this host to true time at the base time, ns (i64; meaningful when
+//!          flag bit 0 is set): add it to the base time to get true time
+//!   40..48 drift of that offset, ns per second since the base time (i64; 0: constant)
+//!   48..64 reserved (0)
 //! records, 24 bytes each:
 //!   0..8   t_ns: time of the event, ns since the base time (u64)
 //!   8..16  uid of the packet (u64)
@@ -97,6 +99,9 @@ pub struct Header {
     pub base_realtime_ns: i64,
     /// Offset of the writer's clock to true time in ns, if it was measured (NTP).
     pub clock_offset_ns: Option<i64>,
+    /// How the offset changes over the log, ns per second after the base time (parts per
+    /// billion; 0 for a constant offset). A record at `t` gets `offset + drift·t`.
+    pub clock_drift_ppb: i64,
 }
 
 impl Header {
@@ -113,6 +118,7 @@ impl Header {
         b[16..18].copy_from_slice(&(RECORD_LEN as u16).to_le_bytes());
         b[24..32].copy_from_slice(&self.base_realtime_ns.to_le_bytes());
         b[32..40].copy_from_slice(&self.clock_offset_ns.unwrap_or(0).to_le_bytes());
+        b[40..48].copy_from_slice(&self.clock_drift_ppb.to_le_bytes());
         b
     }
 
@@ -167,6 +173,7 @@ impl Header {
             direction,
             base_realtime_ns: i64_at(24),
             clock_offset_ns: (b[15] & 1 == 1).then(|| i64_at(32)),
+            clock_drift_ppb: i64_at(40),
         })
     }
 }
@@ -335,6 +342,27 @@ pub fn read_log_with(
 /// The header of the log at `path` (its first 64 bytes only). Errors as [`read_log`].
 pub fn read_header(path: &Path) -> Result<Header, ReadError> {
     open_log(path).map(|(_, header)| header)
+}
+
+/// Records a measured clock correction in a log's header, in place: `offset_ns` at the base
+/// time and its drift in ns per second (see [`Header::clock_offset_ns`]). The remote runner
+/// calls it once NTP offsets before and after the run are known; the records are untouched.
+pub fn set_clock_offset(path: &Path, offset_ns: i64, drift_ppb: i64) -> Result<(), ReadError> {
+    let (_, mut header) = open_log(path)?;
+    header.clock_offset_ns = Some(offset_ns);
+    header.clock_drift_ppb = drift_ppb;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|source| ReadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    file.write_all(&header.encode())
+        .map_err(|source| ReadError::Io {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// Opens a log and decodes its header; the file is left positioned at the first record.
@@ -563,6 +591,7 @@ mod tests {
             direction: Direction::Datalink,
             base_realtime_ns: 1_795_311_268_677_206_000,
             clock_offset_ns: Some(-1500),
+            clock_drift_ppb: -20_000,
         }
     }
 
@@ -576,6 +605,40 @@ mod tests {
         bad[0] = b'X';
         assert_eq!(Header::decode(&bad).unwrap_err().offset, 0);
         assert_eq!(Header::decode(&b[..10]).unwrap_err().offset, 10);
+        assert_eq!(
+            &b[32..48],
+            &[
+                0x24, 0xfa, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // −1500
+                0xe0, 0xb1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // −20 000
+            ]
+        );
+    }
+
+    #[test]
+    fn a_clock_offset_is_set_in_place_and_records_are_kept() {
+        let dir = std::env::temp_dir().join(format!("ptlog-clock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.ptlog");
+        let mut h = header();
+        h.clock_offset_ns = None;
+        h.clock_drift_ppb = 0;
+        let mut w = LogWriter::create(&path, &h, &LogFormat::Binary).unwrap();
+        let r = Record {
+            t_ns: 7,
+            uid: 9,
+            size: 1500,
+            flow: 2,
+            kind: Kind::Egress,
+        };
+        w.push(&r).unwrap();
+        w.flush().unwrap();
+        drop(w);
+        set_clock_offset(&path, 3_000_000, 1_000).unwrap();
+        let log = read_log(&path).unwrap();
+        assert_eq!(log.header.clock_offset_ns, Some(3_000_000));
+        assert_eq!(log.header.clock_drift_ppb, 1_000);
+        assert_eq!(log.records, vec![r]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -673,6 +736,7 @@ mod tests {
                 direction: Direction::Datalink,
                 base_realtime_ns: 1_795_311_353_983_234_600,
                 clock_offset_ns: None,
+                clock_drift_ppb: 0,
             },
             records: vec![
                 Record {

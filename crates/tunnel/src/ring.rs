@@ -125,6 +125,7 @@ mod tests {
             direction: Direction::Datalink,
             base_realtime_ns: 0,
             clock_offset_ns: None,
+            clock_drift_ppb: 0,
         };
         let w = LogWriter::create(&path, &header, &LogFormat::Binary).unwrap();
         let mut ring = LogRing::spawn(w, "test-log".into()).unwrap();
