@@ -90,6 +90,15 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
                                 ))
                             }
                             analyzer::ingest::ClockOffsets::None
+                                if meta["mode"] == "remote" && !meta["ntp_addr"].is_string() =>
+                            {
+                                rr.flags.push(
+                                    "remote run without --ntp-addr: one-way delays mix two \
+                                     unsynchronised clocks (the queueing delay does not)"
+                                        .into(),
+                                )
+                            }
+                            analyzer::ingest::ClockOffsets::None
                                 if meta["ntp_addr"].is_string() =>
                             {
                                 rr.flags.push(
@@ -209,20 +218,20 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
     let _ = writeln!(md, "\n## Runs\n");
     let _ = writeln!(
         md,
-        "| scheme | run | status | tput (Mbit/s) | p95 delay (ms) | loss (%) | notes |"
+        "| scheme | run | status | tput (Mbit/s) | p95 delay (ms) | p95 queueing delay (ms) | loss (%) | notes |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
     for (scheme, runs) in &results {
         for r in runs {
-            let (t, d, l) = match &r.stats {
+            let ms = |v: Option<f64>| v.map_or("N/A".into(), |d| format!("{d:.2}"));
+            let (t, d, q, l) = match &r.stats {
                 Some(s) => (
                     format!("{:.2}", s.total.tput_mbps),
-                    s.total
-                        .p95_delay_ms
-                        .map_or("N/A".into(), |d| format!("{d:.2}")),
+                    ms(s.total.p95_delay_ms),
+                    ms(s.total.p95_queueing_delay_ms),
                     format!("{:.3}", s.total.loss * 100.0),
                 ),
-                None => ("—".into(), "—".into(), "—".into()),
+                None => ("—".into(), "—".into(), "—".into(), "—".into()),
             };
             let mut notes = r.flags.join("; ");
             if let Some(reason) = &r.reason {
@@ -238,7 +247,7 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
             };
             let _ = writeln!(
                 md,
-                "| {scheme} | {} | {status} | {t} | {d} | {l} | {} |",
+                "| {scheme} | {} | {status} | {t} | {d} | {q} | {l} | {} |",
                 r.run_id,
                 notes.replace('|', "\\|")
             );
@@ -246,8 +255,21 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
     }
     std::fs::write(dir.join("pantheon_summary.md"), &md)?;
 
+    let setting = if meta["mode"] == "remote" {
+        // Pantheon's remote titles: "<sender side> to <receiver side>".
+        let desc = |side: &str| {
+            meta[format!("{side}_desc")]
+                .as_str()
+                .map_or(format!("{side} node"), str::to_owned)
+        };
+        let sender = meta["sender_side"].as_str().unwrap_or("local");
+        let receiver = if sender == "local" { "remote" } else { "local" };
+        format!("{} to {}", desc(sender), desc(receiver))
+    } else {
+        "local test in emulator".to_owned()
+    };
     let title = format!(
-        "local test in emulator, {run_times} run{} of {runtime_s}s each per scheme{}",
+        "{setting}, {run_times} run{} of {runtime_s}s each per scheme{}",
         if run_times == 1 { "" } else { "s" },
         if flows > 1 {
             format!(
@@ -312,7 +334,21 @@ fn write_report(
                 .collect();
             format!("Tested in mahimahi: {}", parts.join(" "))
         }
-        None => "Data path: a remote test (see pantheon_metadata.json)".to_owned(),
+        None => {
+            // Pantheon: "Data path: <desc> on <if> (remote) → <desc> on <if> (local)."
+            let side = |s: &str| {
+                let desc = meta[format!("{s}_desc")]
+                    .as_str()
+                    .map_or_else(|| format!("{s} node"), str::to_owned);
+                let iface = meta[format!("{s}_if")]
+                    .as_str()
+                    .map_or(String::new(), |i| format!(" on {i}"));
+                format!("{desc}{iface} ({s})")
+            };
+            let sender = meta["sender_side"].as_str().unwrap_or("local");
+            let receiver = if sender == "local" { "remote" } else { "local" };
+            format!("Data path: {} → {}.", side(sender), side(receiver))
+        }
     };
     let mut versions = vec![(
         "harness".to_owned(),
@@ -458,8 +494,10 @@ fn run_plots(
 }
 
 fn flow_json(f: &analyzer::FlowStats) -> Value {
-    // Pantheon's three keys, plus our extra `min_delay` (ms), named as such.
-    json!({"tput": f.tput_mbps, "delay": f.p95_delay_ms, "loss": f.loss, "min_delay": f.min_delay_ms})
+    // Pantheon's three keys, plus our extras (ms), named as such: the minimum one-way delay and
+    // the 95th-percentile queueing delay (one-way delay above the flow's minimum).
+    json!({"tput": f.tput_mbps, "delay": f.p95_delay_ms, "loss": f.loss,
+           "min_delay": f.min_delay_ms, "queueing_delay": f.p95_queueing_delay_ms})
 }
 
 /// Rewrites `<scheme>_stats_run<N>.log` as Pantheon's plot.py does: keep the runner's

@@ -14,12 +14,18 @@
 //! - [`check`]: `pantheon schemes check`, each scheme through a short emulated run.
 //! - [`compare`]: `pantheon compare A B`, two results directories side by side.
 //! - [`calibrate`]: `pantheon calibrate`, an emulator fitted to a real path's results.
+//! - [`agent`]: the testbed's node agent (`pantheon-agent`), its gRPC protocol and client.
+//! - [`remote`]: `pantheon run remote`, one run between two agents.
+//! - [`clock`]: NTP clock offsets before and after a run → each log's correction.
 
+pub mod agent;
 pub mod analyze;
 pub mod calibrate;
 pub mod check;
+pub mod clock;
 pub mod compare;
 pub mod plan;
+pub mod remote;
 pub mod runner;
 pub mod schemes;
 pub mod setup;

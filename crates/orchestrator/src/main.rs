@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pantheon_orchestrator::analyze;
 use pantheon_orchestrator::plan::{write_constant_trace, write_json, ExperimentPlan};
 use pantheon_orchestrator::runner::{self, RunOutcome, INTERRUPTED};
-use pantheon_orchestrator::schemes::{Registry, SystemInfo};
+use pantheon_orchestrator::schemes::{Registry, Scheme, SystemInfo};
 use pantheon_orchestrator::shell;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -71,6 +71,11 @@ enum Top {
     /// bounds, leave-one-out check, wall time), figure3.svg (real vs emulated per scheme, the
     /// paper's Figure 3) and convergence.svg. See docs/calibration.md.
     Calibrate(Box<CalibrateArgs>),
+    /// Testbed nodes: credentials for their agents, what a node is.
+    Node {
+        #[command(subcommand)]
+        action: NodeAction,
+    },
     /// The scheme library.
     Schemes {
         #[command(subcommand)]
@@ -242,6 +247,142 @@ enum BackendArg {
 enum RunMode {
     /// Both ends on this machine, over the emulated path (Pantheon's `test.py local`).
     Local(Box<LocalArgs>),
+    /// Between two nodes of a testbed, each running `pantheon-agent` (Pantheon's `test.py
+    /// remote`, with agents instead of ssh): tunnels over the real path between them, one-way
+    /// delays corrected with NTP offsets measured before and after every run. Results and
+    /// report as local runs.
+    ///
+    /// Example: `pantheon run remote 10.0.2.2 --local-agent 10.0.1.2 --credentials creds/
+    /// --schemes "cubic bbr" --sender remote --tunnel-server local --local-addr 10.0.1.2
+    /// --ntp-addr pool.ntp.org`.
+    Remote(Box<RemoteArgs>),
+}
+
+/// Pantheon's `test.py remote` flags, with agents.
+#[derive(Args)]
+struct RemoteArgs {
+    /// The remote node's agent: HOST[:PORT] (port 7070 by default).
+    remote_agent: String,
+    /// The local node's agent: HOST[:PORT].
+    #[arg(long, default_value = "127.0.0.1")]
+    local_agent: String,
+    /// Directory with the testbed's agent.pem and token (`pantheon node credentials`).
+    #[arg(long, default_value = "credentials")]
+    credentials: PathBuf,
+    #[command(flatten)]
+    common: CommonRunArgs,
+    /// Which node runs the scheme's sender.
+    #[arg(long, value_enum, default_value_t = WhereArg::Local)]
+    sender: WhereArg,
+    /// Which node runs the tunnel server (the other dials it; put it where it can be reached).
+    #[arg(long, value_enum, default_value_t = WhereArg::Remote)]
+    tunnel_server: WhereArg,
+    /// The local node's address the remote tunnel client dials (with --tunnel-server local).
+    #[arg(long, value_name = "IP")]
+    local_addr: Option<std::net::Ipv4Addr>,
+    /// The remote node's address the local tunnel client dials (default: the remote agent's
+    /// host).
+    #[arg(long, value_name = "IP")]
+    remote_addr: Option<std::net::Ipv4Addr>,
+    /// Bind the local tunnel to this interface (and use its MTU).
+    #[arg(long, value_name = "IF")]
+    local_if: Option<String>,
+    /// Bind the remote tunnel to this interface (and use its MTU).
+    #[arg(long, value_name = "IF")]
+    remote_if: Option<String>,
+    /// NTP server (HOST[:PORT]) both nodes measure their clock offsets to, before and after
+    /// every run; without it one-way delays mix two unsynchronised clocks (flagged).
+    #[arg(long, value_name = "HOST")]
+    ntp_addr: Option<String>,
+    /// SNTP queries per offset measurement (the one with the shortest round trip is used).
+    #[arg(long, default_value_t = 4)]
+    ntp_samples: u32,
+    /// Flag runs whose clock offset on either node moved more than this during the run, ms.
+    #[arg(long, default_value_t = 1.0)]
+    max_clock_move_ms: f64,
+    /// Seconds the receiver's node keeps receiving after the sender's stopped.
+    #[arg(long, default_value_t = 1.0)]
+    drain: f64,
+    /// Free text describing the local side (for the report).
+    #[arg(long)]
+    local_desc: Option<String>,
+    /// Free text describing the remote side (for the report).
+    #[arg(long)]
+    remote_desc: Option<String>,
+}
+
+/// `--sender` / `--tunnel-server`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum WhereArg {
+    /// The node of --local-agent.
+    Local,
+    /// The remote node.
+    Remote,
+}
+
+impl From<WhereArg> for pantheon_orchestrator::remote::Node {
+    fn from(w: WhereArg) -> Self {
+        match w {
+            WhereArg::Local => pantheon_orchestrator::remote::Node::Local,
+            WhereArg::Remote => pantheon_orchestrator::remote::Node::Remote,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum NodeAction {
+    /// Make a testbed's credentials: a TLS certificate valid for the agents' addresses, its key
+    /// and a shared token (agent.pem, agent.key, token). Give the same directory to every
+    /// `pantheon-agent --credentials` and to `pantheon run remote --credentials`.
+    Credentials {
+        /// Directory to write (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// An address or DNS name the agents are reached at (repeat it; localhost and
+        /// 127.0.0.1 are always included).
+        #[arg(long = "host", value_name = "ADDR")]
+        hosts: Vec<String>,
+    },
+    /// Bring a node up over SSH: copy pantheon-agent and the credentials to it and start the
+    /// agent there (replacing one this command started before), then wait until it answers.
+    Bootstrap {
+        /// The node: [USER@]HOST[:SSH_PORT] (user root, port 22 by default).
+        target: String,
+        /// The agent's name on that node (a–z, 0–9, '-'; at most 16).
+        #[arg(long)]
+        name: String,
+        /// Credentials directory (with agent.key: the agent needs it).
+        #[arg(long, default_value = "credentials")]
+        credentials: PathBuf,
+        /// Private key to log in with (default ~/.ssh/id_ed25519).
+        #[arg(long, short = 'i')]
+        identity: Option<PathBuf>,
+        /// known_hosts file to check the node's host key against (default
+        /// ~/.ssh/known_hosts; an unknown host is accepted and its fingerprint printed).
+        #[arg(long)]
+        known_hosts: Option<PathBuf>,
+        /// Directory on the node for the agent, its credentials, data and log.
+        #[arg(long, default_value = "/opt/pantheon-rs")]
+        remote_dir: String,
+        /// Port the agent listens on.
+        #[arg(long, default_value_t = 7070)]
+        port: u16,
+        /// The pantheon-agent binary to copy (default: the one beside this pantheon).
+        #[arg(long)]
+        agent_binary: Option<PathBuf>,
+    },
+    /// Ask an agent what its node is: kernel, sysctls, interfaces, runnable schemes (and with
+    /// --ntp-addr its clock offset).
+    Info {
+        /// The agent: HOST[:PORT].
+        agent: String,
+        /// Credentials directory.
+        #[arg(long, default_value = "credentials")]
+        credentials: PathBuf,
+        /// Also measure the node's clock offset to this NTP server.
+        #[arg(long, value_name = "HOST")]
+        ntp_addr: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -314,9 +455,9 @@ enum TraceAction {
     },
 }
 
-/// Pantheon's `test.py local` flags.
+/// The flags local and remote runs share (Pantheon's).
 #[derive(Args)]
-struct LocalArgs {
+struct CommonRunArgs {
     /// Schemes to run, space separated, e.g. "cubic bbr".
     #[arg(long, conflicts_with = "all", required_unless_present = "all")]
     schemes: Option<String>,
@@ -344,6 +485,19 @@ struct LocalArgs {
     /// Results directory (created if missing).
     #[arg(long, default_value = "results")]
     data_dir: PathBuf,
+    /// Extra scheme descriptors (*.toml) that add to or override the built-in ones.
+    #[arg(long)]
+    schemes_dir: Option<PathBuf>,
+    /// Seconds to wait after starting the side that runs first (Pantheon: 3).
+    #[arg(long, default_value_t = 1.0)]
+    first_side_setup: f64,
+}
+
+/// Pantheon's `test.py local` flags.
+#[derive(Args)]
+struct LocalArgs {
+    #[command(flatten)]
+    common: CommonRunArgs,
     /// A named emulator from the library (`pantheon emulators`), e.g. nepal-aws-india; sets
     /// the traces, --prepend-mm-cmds and --extra-mm-link-args.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["uplink_trace", "downlink_trace", "prepend_mm_cmds", "extra_mm_link_args"])]
@@ -363,12 +517,6 @@ struct LocalArgs {
     /// mm-link options, e.g. "--uplink-queue=droptail --uplink-queue-args=packets=50".
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     extra_mm_link_args: String,
-    /// Extra scheme descriptors (*.toml) that add to or override the built-in ones.
-    #[arg(long)]
-    schemes_dir: Option<PathBuf>,
-    /// Seconds to wait after starting the side that runs first (Pantheon: 3).
-    #[arg(long, default_value_t = 1.0)]
-    first_side_setup: f64,
     /// Longest wait, in seconds, for packets still in the path to leave it after a run.
     #[arg(long, default_value_t = 10.0)]
     drain_timeout: f64,
@@ -408,6 +556,10 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Top::Run {
             mode: RunMode::Local(args),
         } => run_local(*args),
+        Top::Run {
+            mode: RunMode::Remote(args),
+        } => run_remote(*args),
+        Top::Node { action } => run_node(action),
         Top::Calibrate(args) => run_calibrate(*args),
         Top::Analyze { dir, schemes_dir } => {
             let registry = Registry::load(schemes_dir.as_deref())?;
@@ -768,10 +920,11 @@ fn secs(s: f64, flag: &str) -> anyhow::Result<Duration> {
         .map_err(|_| anyhow::anyhow!("{flag} must be a non-negative number of seconds"))
 }
 
-fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
-    let registry = Registry::load(a.schemes_dir.as_deref())?;
+/// The schemes of `--schemes`, or with `--all` every scheme that can run here (the others
+/// named on stderr); shuffled with `seed` if `--random-order`.
+fn chosen_schemes(c: &CommonRunArgs, registry: &Registry, seed: u64) -> Vec<String> {
     let sys = SystemInfo::probe();
-    let mut schemes: Vec<String> = match &a.schemes {
+    let mut schemes: Vec<String> = match &c.schemes {
         Some(s) => s.split_whitespace().map(str::to_owned).collect(),
         None => registry
             .all()
@@ -785,22 +938,57 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
             .map(|s| s.name.clone())
             .collect(),
     };
-    let seed = a.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-    });
-    if a.random_order {
+    if c.random_order {
         schemes.shuffle(&mut SmallRng::seed_from_u64(seed));
     }
-    std::fs::create_dir_all(&a.data_dir)
-        .with_context(|| format!("create {}", a.data_dir.display()))?;
+    schemes
+}
+
+/// The plan of the common flags; the local-only fields are the caller's to set.
+fn common_plan(
+    c: &CommonRunArgs,
+    schemes: Vec<String>,
+    seed: u64,
+) -> anyhow::Result<ExperimentPlan> {
+    Ok(ExperimentPlan {
+        schemes,
+        run_times: c.run_times,
+        start_run_id: c.start_run_id,
+        runtime: secs(c.runtime, "--runtime")?,
+        flows: c.flows,
+        interval: secs(c.interval, "--interval")?,
+        first_side_setup: secs(c.first_side_setup, "--first-side-setup")?,
+        drain_timeout: Duration::ZERO,
+        random_order: c.random_order,
+        data_dir: c.data_dir.clone(),
+        seed,
+        uplink_trace: PathBuf::new(),
+        downlink_trace: PathBuf::new(),
+        prepend_mm_cmds: String::new(),
+        append_mm_cmds: String::new(),
+        extra_mm_link_args: String::new(),
+        schemes_dir: c.schemes_dir.clone(),
+    })
+}
+
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+}
+
+fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
+    let registry = Registry::load(a.common.schemes_dir.as_deref())?;
+    let seed = a.seed.unwrap_or_else(clock_seed);
+    let schemes = chosen_schemes(&a.common, &registry, seed);
+    let data_dir = a.common.data_dir.clone();
+    std::fs::create_dir_all(&data_dir).with_context(|| format!("create {}", data_dir.display()))?;
     let mut a = a;
     if let Some(name) = &a.emulator {
         // A preset: its trace in the data directory, its shells as Pantheon's flags.
         let preset = emucal::presets::find(name).map_err(anyhow::Error::msg)?;
-        let trace = a.data_dir.join(preset.trace_file_name());
+        let trace = data_dir.join(preset.trace_file_name());
         write_constant_trace(&trace, preset.rate_mbps)?;
         a.uplink_trace = Some(trace.clone());
         a.downlink_trace = Some(trace);
@@ -811,7 +999,7 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     let default_trace = if a.uplink_trace.is_some() && a.downlink_trace.is_some() {
         None
     } else {
-        let p = a.data_dir.join("12mbps.trace");
+        let p = data_dir.join("12mbps.trace");
         write_constant_trace(&p, 12.0)?;
         Some(p)
     };
@@ -821,25 +1009,16 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
             .expect("written above")
     };
     let plan = ExperimentPlan {
-        schemes,
-        run_times: a.run_times,
-        start_run_id: a.start_run_id,
-        runtime: secs(a.runtime, "--runtime")?,
-        flows: a.flows,
-        interval: secs(a.interval, "--interval")?,
-        first_side_setup: secs(a.first_side_setup, "--first-side-setup")?,
         drain_timeout: secs(a.drain_timeout, "--drain-timeout")?,
-        random_order: a.random_order,
-        data_dir: a.data_dir.clone(),
-        seed,
         uplink_trace: trace_or_default(&a.uplink_trace),
         downlink_trace: trace_or_default(&a.downlink_trace),
         prepend_mm_cmds: a.prepend_mm_cmds.clone(),
         append_mm_cmds: a.append_mm_cmds.clone(),
         extra_mm_link_args: a.extra_mm_link_args.clone(),
-        schemes_dir: a.schemes_dir.clone(),
+        ..common_plan(&a.common, schemes, seed)?
     };
     let path = plan.validate(&registry)?;
+    let sys = SystemInfo::probe();
     for name in &plan.schemes {
         if let Some(why) = registry.get(name)?.unavailable_reason(&sys) {
             eprintln!("warning: {name} cannot run here ({why}); its runs will fail");
@@ -856,13 +1035,34 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
         metadata["emulator_preset"] = serde_json::json!(name);
     }
     write_json(&plan.data_dir.join("pantheon_metadata.json"), &metadata)?;
+    eprintln!("Emulated path: {}", path.command_line);
+    run_experiment(
+        &plan,
+        &registry,
+        &netns_prefix,
+        &|scheme, run_id, tag, progress| {
+            runner::run_once(&plan, &path, scheme, run_id, tag, progress)
+        },
+    )
+}
 
+/// Runs one scheme once: (scheme, run id, unique tag, progress callback taking 0–1) → record.
+type RunOne<'a> = &'a dyn Fn(&Scheme, u32, &str, &dyn Fn(f64)) -> runner::RunRecord;
+
+/// Runs every scheme `run_times` times with `run_one` (given the scheme, run id, a unique tag
+/// `<prefix>-<n>` and a progress callback), with a progress bar; records each run in
+/// `pantheon_runs.json` as it ends; stops after the current run on Ctrl-C; then analyses the
+/// results directory and prints the summary. Exit status 130 when interrupted.
+fn run_experiment(
+    plan: &ExperimentPlan,
+    registry: &Registry,
+    prefix: &str,
+    run_one: RunOne,
+) -> anyhow::Result<ExitCode> {
     install_interrupt_handler()?;
-
     let total = plan.run_times as usize * plan.schemes.len();
     eprintln!(
-        "Emulated path: {}\n{} scheme(s) × {} run(s) of {} s → {}",
-        path.command_line,
+        "{} scheme(s) × {} run(s) of {} s → {}",
         plan.schemes.len(),
         plan.run_times,
         plan.runtime.as_secs_f64(),
@@ -879,9 +1079,9 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
         for name in &plan.schemes {
             let scheme = registry.get(name)?;
             bar.set_message(format!("{name} run {run_id} ({}/{total})", seq + 1));
-            let tag = format!("{netns_prefix}-{seq}");
+            let tag = format!("{prefix}-{seq}");
             let base = (seq * 1000) as u64;
-            let rec = runner::run_once(&plan, &path, scheme, run_id, &tag, &|f| {
+            let rec = run_one(scheme, run_id, &tag, &|f| {
                 bar.set_position(base + (f * 1000.0) as u64);
             });
             seq += 1;
@@ -906,11 +1106,210 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     if INTERRUPTED.load(Ordering::SeqCst) {
         eprintln!("interrupted: analysing what was recorded");
     }
-    let md = analyze::analyze_dir(&plan.data_dir, &registry)?;
+    let md = analyze::analyze_dir(&plan.data_dir, registry)?;
     println!("{md}");
     Ok(if INTERRUPTED.load(Ordering::SeqCst) {
         ExitCode::from(130)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn run_node(action: NodeAction) -> anyhow::Result<ExitCode> {
+    use pantheon_orchestrator::agent::{auth::Credentials, client::AgentClient};
+    match action {
+        NodeAction::Credentials { out, hosts } => {
+            Credentials::generate(&hosts)?.write(&out)?;
+            eprintln!(
+                "wrote {}/{{agent.pem,agent.key,token}}: copy the directory to every node \
+                 (pantheon-agent --credentials) and keep it for pantheon run remote",
+                out.display()
+            );
+        }
+        NodeAction::Bootstrap {
+            target,
+            name,
+            credentials,
+            identity,
+            known_hosts,
+            remote_dir,
+            port,
+            agent_binary,
+        } => {
+            use pantheon_orchestrator::agent::bootstrap::{bootstrap, Bootstrap};
+            let creds = Credentials::load(&credentials, true)?;
+            let (user, host, ssh_port) = Bootstrap::parse_target(&target)?;
+            let home = PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()));
+            let agent_binary = match agent_binary {
+                Some(p) => p,
+                None => std::env::current_exe()
+                    .context("locate this pantheon binary")?
+                    .with_file_name("pantheon-agent"),
+            };
+            let b = Bootstrap {
+                user,
+                host: host.clone(),
+                port: ssh_port,
+                identity: identity.unwrap_or_else(|| home.join(".ssh/id_ed25519")),
+                known_hosts: known_hosts.unwrap_or_else(|| home.join(".ssh/known_hosts")),
+                remote_dir,
+                name,
+                listen_port: port,
+                agent_binary,
+            };
+            bootstrap(&b, &creds, &|m| eprintln!("{m}"))?;
+            let client = AgentClient::new(&format!("{host}:{port}"), &creds)?;
+            let info = client
+                .wait_ready(Duration::from_secs(20))
+                .context("the agent did not answer within 20 s (see agent.log on the node)")?;
+            let runnable: Vec<&str> = info
+                .schemes
+                .iter()
+                .filter(|s| s.runnable)
+                .map(|s| s.name.as_str())
+                .collect();
+            println!(
+                "node {} ({}, {}) answers on {host}:{port}; runnable schemes: {}",
+                info.node,
+                info.hostname,
+                info.kernel,
+                if runnable.is_empty() {
+                    "none yet (pantheon schemes setup)".to_owned()
+                } else {
+                    runnable.join(" ")
+                }
+            );
+        }
+        NodeAction::Info {
+            agent,
+            credentials,
+            ntp_addr,
+        } => {
+            let c = AgentClient::new(&agent, &Credentials::load(&credentials, false)?)?;
+            let info = c.info()?;
+            let mut v = serde_json::json!({
+                "node": info.node, "hostname": info.hostname, "kernel": info.kernel,
+                "version": info.version, "sysctls": info.sysctls,
+                "interfaces": info.interfaces.iter().map(|i| serde_json::json!({
+                    "name": i.name, "mtu": i.mtu, "addresses": i.addresses})).collect::<Vec<_>>(),
+                "schemes": info.schemes.iter().map(|s| serde_json::json!({
+                    "name": s.name, "runnable": s.runnable, "detail": s.detail})).collect::<Vec<_>>(),
+            });
+            if let Some(server) = ntp_addr {
+                let r = c.clock_offset(&server, 4)?;
+                v["clock_offset_ms"] = serde_json::json!(r.offset_ms);
+                v["clock_rtt_ms"] = serde_json::json!(r.rtt_ms);
+            }
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
+    use pantheon_orchestrator::agent::{auth::Credentials, client::AgentClient};
+    use pantheon_orchestrator::remote::{self, Nodes, RemoteOptions};
+    let registry = Registry::load(a.common.schemes_dir.as_deref())?;
+    let schemes = chosen_schemes(&a.common, &registry, clock_seed());
+    let plan = common_plan(&a.common, schemes, 0)?;
+    plan.check(&registry)?;
+    let credentials = Credentials::load(&a.credentials, false)?;
+    let local = AgentClient::new(&a.local_agent, &credentials)?;
+    let remote_agent = AgentClient::new(&a.remote_agent, &credentials)?;
+    let opts = RemoteOptions {
+        sender: a.sender.into(),
+        tunnel_server: a.tunnel_server.into(),
+        local_addr: a.local_addr,
+        remote_addr: a.remote_addr,
+        local_if: a.local_if.clone(),
+        remote_if: a.remote_if.clone(),
+        ntp_addr: a.ntp_addr.clone(),
+        ntp_samples: a.ntp_samples,
+        max_clock_move_ns: (a.max_clock_move_ms * 1e6) as i64,
+        drain: secs(a.drain, "--drain")?,
+    };
+    remote::check_options(&opts, &remote_agent.host)?;
+    let nodes = Nodes {
+        local: &local,
+        remote: &remote_agent,
+    };
+    let (li, ri) = remote::wait_for_nodes(&nodes, Duration::from_secs(10))?;
+    for (side, info) in [("local", &li), ("remote", &ri)] {
+        for name in &plan.schemes {
+            if let Some(s) = info.schemes.iter().find(|s| &s.name == name) {
+                if !s.runnable {
+                    eprintln!(
+                        "warning: {name} cannot run on the {side} node {} ({}); its runs will fail",
+                        info.node, s.detail
+                    );
+                }
+            }
+        }
+    }
+    std::fs::create_dir_all(&plan.data_dir)
+        .with_context(|| format!("create {}", plan.data_dir.display()))?;
+    let mut m = plan.common_metadata();
+    use serde_json::json;
+    m.insert("mode", json!("remote"));
+    m.insert("sender_side", json!(opts.sender));
+    m.insert("server_side", json!(opts.tunnel_server));
+    m.insert("local_agent", json!(local.addr));
+    m.insert("remote_agent", json!(remote_agent.addr));
+    for (k, v) in [
+        ("local_addr", a.local_addr.map(|x| x.to_string())),
+        ("remote_addr", a.remote_addr.map(|x| x.to_string())),
+        ("local_if", a.local_if.clone()),
+        ("remote_if", a.remote_if.clone()),
+        ("ntp_addr", a.ntp_addr.clone()),
+        ("local_desc", a.local_desc.clone()),
+        ("remote_desc", a.remote_desc.clone()),
+    ] {
+        if let Some(v) = v {
+            m.insert(k, json!(v));
+        }
+    }
+    m.insert("drain", json!(opts.drain.as_secs_f64()));
+    m.insert("max_clock_move_ms", json!(a.max_clock_move_ms));
+    let node_json = |i: &pantheon_orchestrator::agent::proto::NodeInfo| {
+        json!({
+            "node": i.node, "hostname": i.hostname, "kernel": i.kernel,
+            "version": i.version, "sysctls": i.sysctls,
+        })
+    };
+    m.insert("local_node", node_json(&li));
+    m.insert("remote_node", node_json(&ri));
+    write_json(&plan.data_dir.join("pantheon_metadata.json"), &json!(m))?;
+    eprintln!(
+        "Remote experiment: sender on the {} node, tunnel server on the {} node ({} ↔ {})",
+        if opts.sender == remote::Node::Local {
+            "local"
+        } else {
+            "remote"
+        },
+        if opts.tunnel_server == remote::Node::Local {
+            "local"
+        } else {
+            "remote"
+        },
+        local.addr,
+        remote_agent.addr
+    );
+    // Run names are unique per invocation: `r<pid>-<n>` (agents prefix them with their node).
+    let prefix = format!("r{}", std::process::id());
+    run_experiment(
+        &plan,
+        &registry,
+        &prefix,
+        &|scheme, run_id, tag, progress| {
+            // A node that was restarted gets a few seconds to answer before the run fails.
+            if let Err(e) = remote::wait_for_nodes(&nodes, Duration::from_secs(10)) {
+                let mut r = runner::RunRecord::new(&scheme.name, run_id);
+                r.outcome = RunOutcome::Failed {
+                    reason: format!("{e:#}"),
+                };
+                return r;
+            }
+            remote::run_once_remote(&plan, &opts, &nodes, scheme, run_id, tag, progress)
+        },
+    )
 }

@@ -55,6 +55,18 @@ impl ExperimentPlan {
     /// Checks the plan against the registry and parses the emulated path (traces included),
     /// so that a malformed trace or unknown shell fails before any run starts.
     pub fn validate(&self, registry: &Registry) -> anyhow::Result<EmulatedPath> {
+        self.check(registry)?;
+        Ok(EmulatedPath::from_pantheon_flags(
+            &self.prepend_mm_cmds,
+            &self.uplink_trace,
+            &self.downlink_trace,
+            &self.extra_mm_link_args,
+            &self.append_mm_cmds,
+        )?)
+    }
+
+    /// The checks of local and remote runs alike: schemes known, durations and flows sane.
+    pub fn check(&self, registry: &Registry) -> anyhow::Result<()> {
         if self.schemes.is_empty() {
             bail!("no schemes given: use --schemes \"cubic bbr\" or --all");
         }
@@ -70,31 +82,15 @@ impl ExperimentPlan {
         if self.interval * u32::from(self.flows - 1) > self.runtime {
             bail!("(flows − 1) × interval exceeds the runtime");
         }
-        Ok(EmulatedPath::from_pantheon_flags(
-            &self.prepend_mm_cmds,
-            &self.uplink_trace,
-            &self.downlink_trace,
-            &self.extra_mm_link_args,
-            &self.append_mm_cmds,
-        )?)
+        Ok(())
     }
 
     /// `pantheon_metadata.json`: Pantheon's keys (`cc_schemes`, `run_times`, `runtime`,
     /// `flows`, `interval`, `mode`, traces as basenames, the mm strings…) and ours.
     pub fn metadata(&self, path: &EmulatedPath) -> Value {
         let base = |p: &Path| p.file_name().map(|f| f.to_string_lossy().into_owned());
-        let mut m = BTreeMap::new();
-        let mut sorted = self.schemes.clone();
-        sorted.sort();
-        m.insert("cc_schemes", json!(sorted));
-        m.insert("run_order", json!(self.schemes));
-        m.insert("run_times", json!(self.run_times));
-        m.insert("start_run_id", json!(self.start_run_id));
-        m.insert("runtime", json!(self.runtime.as_secs_f64()));
-        m.insert("flows", json!(self.flows));
-        m.insert("interval", json!(self.interval.as_secs_f64()));
+        let mut m = self.common_metadata();
         m.insert("mode", json!("local"));
-        m.insert("random_order", json!(self.random_order));
         m.insert("uplink_trace", json!(base(&self.uplink_trace)));
         m.insert("downlink_trace", json!(base(&self.downlink_trace)));
         for (k, v) in [
@@ -109,17 +105,34 @@ impl ExperimentPlan {
         m.insert("emulator_command", json!(path.command_line));
         m.insert("emulator", json!(path.shells));
         m.insert("seed", json!(self.seed));
+        m.insert("drain_timeout", json!(self.drain_timeout.as_secs_f64()));
+        json!(m)
+    }
+
+    /// The keys of `pantheon_metadata.json` that local and remote runs share (`mode` and the
+    /// path's keys are the caller's).
+    pub fn common_metadata(&self) -> BTreeMap<&'static str, Value> {
+        let mut m = BTreeMap::new();
+        let mut sorted = self.schemes.clone();
+        sorted.sort();
+        m.insert("cc_schemes", json!(sorted));
+        m.insert("run_order", json!(self.schemes));
+        m.insert("run_times", json!(self.run_times));
+        m.insert("start_run_id", json!(self.start_run_id));
+        m.insert("runtime", json!(self.runtime.as_secs_f64()));
+        m.insert("flows", json!(self.flows));
+        m.insert("interval", json!(self.interval.as_secs_f64()));
+        m.insert("random_order", json!(self.random_order));
         m.insert(
             "first_side_setup",
             json!(self.first_side_setup.as_secs_f64()),
         );
-        m.insert("drain_timeout", json!(self.drain_timeout.as_secs_f64()));
         m.insert(
             "harness",
             json!(format!("pantheon-rs {}", env!("CARGO_PKG_VERSION"))),
         );
         m.insert("generated_at", json!(crate::runner::utc_now()));
-        json!(m)
+        m
     }
 }
 

@@ -79,8 +79,52 @@ pub struct RunRecord {
     pub emulator_drops: (u64, u64),
 }
 
+impl RunRecord {
+    /// A run of `scheme` that has not started yet (outcome `Ok` until told otherwise).
+    pub fn new(scheme: &str, run_id: u32) -> RunRecord {
+        RunRecord {
+            scheme: scheme.to_owned(),
+            run_id,
+            outcome: RunOutcome::Ok,
+            start: None,
+            end: None,
+            notes: Vec::new(),
+            emulator_drops: (0, 0),
+        }
+    }
+
+    /// Records how the run ended (`Err`: failed, or interrupted after Ctrl-C) and writes the
+    /// head of Pantheon's `<scheme>_stats_run<N>.log` in `dir`: `Start at:`, `End at:` and the
+    /// `extra` lines (e.g. `Local clock offset: X ms`); analysis appends the statistics.
+    pub(crate) fn finish(&mut self, result: anyhow::Result<()>, dir: &Path, extra: &[String]) {
+        if let Err(e) = result {
+            self.outcome = if INTERRUPTED.load(Ordering::SeqCst) {
+                RunOutcome::Interrupted
+            } else {
+                RunOutcome::Failed {
+                    reason: format!("{e:#}"),
+                }
+            };
+        }
+        let mut head = String::new();
+        if let Some(s) = &self.start {
+            head.push_str(&format!("Start at: {s}\n"));
+        }
+        if let Some(e) = &self.end {
+            head.push_str(&format!("End at: {e}\n"));
+        }
+        for l in extra {
+            head.push_str(&format!("{l}\n"));
+        }
+        let _ = std::fs::write(
+            dir.join(format!("{}_stats_run{}.log", self.scheme, self.run_id)),
+            head,
+        );
+    }
+}
+
 /// A scheme process: its own process group, ended on drop.
-struct SchemeProcess {
+pub(crate) struct SchemeProcess {
     what: String,
     child: Child,
     log: PathBuf,
@@ -88,7 +132,7 @@ struct SchemeProcess {
 
 impl SchemeProcess {
     /// Non-blocking check: `Some(description)` if it has exited.
-    fn exited(&mut self) -> Option<String> {
+    pub(crate) fn exited(&mut self) -> Option<String> {
         match self.child.try_wait() {
             Ok(Some(status)) => Some(format!(
                 "{} exited early ({status}); last output: {}",
@@ -101,7 +145,7 @@ impl SchemeProcess {
     }
 
     /// SIGTERM to the group, up to 2 s grace, then SIGKILL; reaps the child.
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let pgid = self.child.id();
         netns::kill_group(pgid, libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -140,19 +184,67 @@ fn tail(path: &Path, max: usize) -> String {
 /// Everything one run creates. Fields drop in declaration order: processes first, then
 /// tunnels, the emulator, and last the namespaces they live in.
 #[derive(Default)]
-struct RunResources {
-    processes: Vec<SchemeProcess>,
-    endpoints: Vec<RunningEndpoint>,
-    emulator: Option<Emulator>,
-    namespaces: Vec<NetNs>,
+pub(crate) struct RunResources {
+    pub(crate) processes: Vec<SchemeProcess>,
+    pub(crate) endpoints: Vec<RunningEndpoint>,
+    pub(crate) emulator: Option<Emulator>,
+    pub(crate) namespaces: Vec<NetNs>,
 }
 
 impl RunResources {
-    fn netns(&mut self, name: String) -> anyhow::Result<usize> {
+    /// Creates namespace `name`, owned by these resources; returns its index.
+    pub(crate) fn netns(&mut self, name: String) -> anyhow::Result<usize> {
         let ns =
             NetNs::create(&name).with_context(|| format!("create network namespace {name}"))?;
         self.namespaces.push(ns);
         Ok(self.namespaces.len() - 1)
+    }
+
+    /// Ends everything, in order: the scheme processes, the tunnels, the emulator (which
+    /// completes its link logs), then removes the namespaces. Returns the notes for the run
+    /// record (tunnel and emulator warnings, processes still inside a namespace at the end) and
+    /// the emulator's (uplink, downlink) drops.
+    pub(crate) fn teardown(mut self) -> (Vec<String>, (u64, u64)) {
+        let mut notes = Vec::new();
+        for p in &mut self.processes {
+            p.stop();
+        }
+        for e in self.endpoints.drain(..) {
+            let control = e.control.clone();
+            e.finish();
+            notes.extend(
+                control
+                    .warnings()
+                    .into_iter()
+                    .map(|w| format!("tunnel: {w}")),
+            );
+        }
+        let mut drops = (0, 0);
+        if let Some(emu) = &mut self.emulator {
+            // Stopping completes the mm-link logs; the devices go with the namespaces.
+            emu.stop();
+            notes.extend(emu.errors().into_iter().map(|e| format!("emulator: {e}")));
+            drops = (
+                emu.uplink.dropped.load(Ordering::Relaxed),
+                emu.downlink.dropped.load(Ordering::Relaxed),
+            );
+        }
+        let leftovers: Vec<String> = self
+            .namespaces
+            .iter()
+            .filter_map(|ns| {
+                let pids = ns.pids();
+                (!pids.is_empty()).then(|| format!("{}: {pids:?}", ns.name()))
+            })
+            .collect();
+        drop(self);
+        if !leftovers.is_empty() {
+            notes.push(format!(
+                "processes still in namespaces at teardown: {}",
+                leftovers.join("; ")
+            ));
+        }
+        (notes, drops)
     }
 }
 
@@ -238,15 +330,7 @@ pub fn run_once(
     tag: &str,
     progress: &dyn Fn(f64),
 ) -> RunRecord {
-    let mut record = RunRecord {
-        scheme: scheme.name.clone(),
-        run_id,
-        outcome: RunOutcome::Ok,
-        start: None,
-        end: None,
-        notes: Vec::new(),
-        emulator_drops: (0, 0),
-    };
+    let mut record = RunRecord::new(&scheme.name, run_id);
     let mut res = RunResources::default();
     let result = drive_run(
         plan,
@@ -259,67 +343,10 @@ pub fn run_once(
         progress,
     );
     // Tear down explicitly (the same happens on unwinding), then check nothing is left.
-    for p in &mut res.processes {
-        p.stop();
-    }
-    for e in res.endpoints.drain(..) {
-        let control = e.control.clone();
-        e.finish();
-        record.notes.extend(
-            control
-                .warnings()
-                .into_iter()
-                .map(|w| format!("tunnel: {w}")),
-        );
-    }
-    if let Some(emu) = &mut res.emulator {
-        // Stopping completes the mm-link logs; the devices go with `res`.
-        emu.stop();
-        record
-            .notes
-            .extend(emu.errors().into_iter().map(|e| format!("emulator: {e}")));
-        record.emulator_drops = (
-            emu.uplink.dropped.load(Ordering::Relaxed),
-            emu.downlink.dropped.load(Ordering::Relaxed),
-        );
-    }
-    let leftovers: Vec<String> = res
-        .namespaces
-        .iter()
-        .filter_map(|ns| {
-            let pids = ns.pids();
-            (!pids.is_empty()).then(|| format!("{}: {pids:?}", ns.name()))
-        })
-        .collect();
-    drop(res);
-    if !leftovers.is_empty() {
-        record.notes.push(format!(
-            "processes still in namespaces at teardown: {}",
-            leftovers.join("; ")
-        ));
-    }
-    if let Err(e) = result {
-        record.outcome = if INTERRUPTED.load(Ordering::SeqCst) {
-            RunOutcome::Interrupted
-        } else {
-            RunOutcome::Failed {
-                reason: format!("{e:#}"),
-            }
-        };
-    }
-    // Pantheon's `<scheme>_stats_run<N>.log` starts with these lines; analysis appends.
-    let mut head = String::new();
-    if let Some(s) = &record.start {
-        head.push_str(&format!("Start at: {s}\n"));
-    }
-    if let Some(e) = &record.end {
-        head.push_str(&format!("End at: {e}\n"));
-    }
-    let _ = std::fs::write(
-        plan.data_dir
-            .join(format!("{}_stats_run{run_id}.log", scheme.name)),
-        head,
-    );
+    let (notes, drops) = res.teardown();
+    record.notes.extend(notes);
+    record.emulator_drops = drops;
+    record.finish(result, &plan.data_dir, &[]);
     record
 }
 
@@ -424,25 +451,8 @@ fn drive_run(
     }
 
     if let Some(q) = &scheme.preferred_qdisc {
-        let mut installed = 0;
-        let mut error = String::new();
-        for &(_, tx) in &flow_ns {
-            match res.namespaces[tx].run_in(|| {
-                netns::run_command("tc", &["qdisc", "replace", "dev", "tunnel", "root", q])
-            }) {
-                Ok(Ok(())) => installed += 1,
-                Ok(Err(e)) => error = e.to_string(),
-                Err(e) => error = e.to_string(),
-            }
-        }
-        record.notes.push(if installed == flow_ns.len() {
-            format!("{q} qdisc installed on the sender's tunnel device")
-        } else {
-            format!(
-                "{q} qdisc unavailable in this kernel ({}); TCP's internal pacing was used",
-                error.lines().last().unwrap_or("").trim()
-            )
-        });
+        let senders: Vec<&NetNs> = flow_ns.iter().map(|&(_, tx)| &res.namespaces[tx]).collect();
+        record.notes.push(install_qdisc(q, &senders));
     }
 
     // First side of every flow.
@@ -512,7 +522,34 @@ fn drive_run(
     Ok(())
 }
 
-fn spawn(
+/// Installs qdisc `q` (a scheme's `preferred_qdisc`, e.g. `fq` for BBR's pacing) on the
+/// tunnel device of each sender namespace; returns the note for the run record: installed, or
+/// unavailable and why (the kernel's message), in which case TCP paces itself.
+pub(crate) fn install_qdisc(q: &str, senders: &[&NetNs]) -> String {
+    let mut installed = 0;
+    let mut error = String::new();
+    for ns in senders {
+        match ns
+            .run_in(|| netns::run_command("tc", &["qdisc", "replace", "dev", "tunnel", "root", q]))
+        {
+            Ok(Ok(())) => installed += 1,
+            Ok(Err(e)) => error = e.to_string(),
+            Err(e) => error = e.to_string(),
+        }
+    }
+    if installed == senders.len() {
+        format!("{q} qdisc installed on the sender's tunnel device")
+    } else {
+        format!(
+            "{q} qdisc unavailable in this kernel ({}); TCP's internal pacing was used",
+            error.lines().last().unwrap_or("").trim()
+        )
+    }
+}
+
+/// Starts `argv` (one side of a scheme) inside `ns`, in a process group of its own, with its
+/// output in `<dir>/<scheme>_run<N>_flow<i>.<side>.out`.
+pub(crate) fn spawn(
     ns: &NetNs,
     argv: &[String],
     dir: &Path,

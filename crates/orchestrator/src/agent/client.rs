@@ -1,0 +1,209 @@
+//! A blocking client of one agent, for the synchronous experiment runner.
+//!
+//! Each [`AgentClient`] owns a single-threaded tokio runtime and a lazily connected TLS
+//! channel: creating one never fails because the agent is down, and a call to a dead agent
+//! fails (UNAVAILABLE, or DEADLINE_EXCEEDED after the call timeout) instead of hanging, so the
+//! runner can fail that run and go on.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+use super::auth::{Credentials, TokenHeader};
+use super::proto::{self, agent_client::AgentClient as Grpc};
+
+/// Longest a single call may take (StopRun drains for at most 60 s).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A connection to one agent.
+pub struct AgentClient {
+    rt: tokio::runtime::Runtime,
+    grpc: Grpc<InterceptedService<Channel, TokenHeader>>,
+    /// The agent's address as given, `host:port`.
+    pub addr: String,
+    /// Its host part (an IP address or name).
+    pub host: String,
+}
+
+impl AgentClient {
+    /// A client of the agent at `addr` (`host:port`, or `host` for port 7070), trusting
+    /// `credentials`' certificate and sending its token. Errors only for a malformed address.
+    pub fn new(addr: &str, credentials: &Credentials) -> anyhow::Result<AgentClient> {
+        let with_port = if addr
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+        {
+            addr.to_owned()
+        } else {
+            format!("{addr}:{}", super::DEFAULT_PORT)
+        };
+        let host = with_port
+            .rsplit_once(':')
+            .map(|(h, _)| h.trim_matches(['[', ']']).to_owned())
+            .unwrap_or_default();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("start a tokio runtime")?;
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&credentials.cert_pem))
+            .domain_name(host.clone());
+        let endpoint = Endpoint::from_shared(format!("https://{with_port}"))
+            .with_context(|| format!("agent address {addr:?}"))?
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(CALL_TIMEOUT)
+            .tls_config(tls)
+            .with_context(|| format!("TLS for agent {addr}"))?;
+        let channel = {
+            let _guard = rt.enter();
+            endpoint.connect_lazy()
+        };
+        Ok(AgentClient {
+            rt,
+            grpc: Grpc::with_interceptor(channel, TokenHeader::new(credentials)),
+            addr: with_port,
+            host,
+        })
+    }
+
+    fn call<T>(
+        &self,
+        what: &str,
+        f: impl AsyncFnOnce(
+            &mut Grpc<InterceptedService<Channel, TokenHeader>>,
+        ) -> Result<tonic::Response<T>, tonic::Status>,
+    ) -> anyhow::Result<T> {
+        let mut grpc = self.grpc.clone();
+        self.rt
+            .block_on(f(&mut grpc))
+            .map(tonic::Response::into_inner)
+            .map_err(|s| anyhow!("agent {}: {what}: {}", self.addr, describe(&s)))
+    }
+
+    /// Node info.
+    pub fn info(&self) -> anyhow::Result<proto::NodeInfo> {
+        self.call("info", async |g| g.info(proto::InfoRequest {}).await)
+    }
+
+    /// Waits up to `timeout` for the agent to answer (it may be restarting); its info.
+    pub fn wait_ready(&self, timeout: Duration) -> anyhow::Result<proto::NodeInfo> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.info() {
+                Ok(i) => return Ok(i),
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(250)),
+            }
+        }
+    }
+
+    /// Sets up schemes on the node.
+    pub fn prepare_schemes(&self, schemes: &[String]) -> anyhow::Result<proto::PrepareReply> {
+        let req = proto::PrepareRequest {
+            schemes: schemes.to_vec(),
+        };
+        self.call("prepare schemes", async |g| g.prepare_schemes(req).await)
+    }
+
+    /// The node's clock offset to `server`, from `samples` SNTP queries.
+    pub fn clock_offset(&self, server: &str, samples: u32) -> anyhow::Result<proto::ClockReply> {
+        let req = proto::ClockRequest {
+            server: server.to_owned(),
+            samples,
+        };
+        self.call("clock offset", async |g| g.clock_offset(req).await)
+    }
+
+    /// Starts a tunnel endpoint.
+    pub fn start_tunnel(&self, req: proto::TunnelRequest) -> anyhow::Result<proto::TunnelReply> {
+        self.call("start tunnel", async |g| g.start_tunnel(req).await)
+    }
+
+    /// Starts one side of a scheme.
+    pub fn start_side(&self, req: proto::SideRequest) -> anyhow::Result<proto::SideReply> {
+        self.call("start side", async |g| g.start_side(req).await)
+    }
+
+    /// The run's tunnels and processes.
+    pub fn run_status(&self, run: &str) -> anyhow::Result<proto::RunStatusReply> {
+        let req = proto::RunRef {
+            run: run.to_owned(),
+        };
+        self.call("run status", async |g| g.run_status(req).await)
+    }
+
+    /// Ends the run on the node after `drain`.
+    pub fn stop_run(&self, run: &str, drain: Duration) -> anyhow::Result<proto::StopReply> {
+        let req = proto::StopRequest {
+            run: Some(proto::RunRef {
+                run: run.to_owned(),
+            }),
+            drain_ms: drain.as_millis().min(60_000) as u32,
+        };
+        self.call("stop run", async |g| g.stop_run(req).await)
+    }
+
+    /// Copies the run's files from the node into `dir` (each file written as it arrives, so a
+    /// broken stream keeps the files already complete); then, if `remove`, the node deletes
+    /// them. Returns the names of the files written.
+    pub fn fetch_logs(&self, run: &str, dir: &Path, remove: bool) -> anyhow::Result<Vec<String>> {
+        use std::io::Write;
+        let req = proto::FetchRequest {
+            run: Some(proto::RunRef {
+                run: run.to_owned(),
+            }),
+            remove,
+        };
+        let mut grpc = self.grpc.clone();
+        let addr = self.addr.clone();
+        self.rt.block_on(async move {
+            let mut stream = grpc
+                .fetch_logs(req)
+                .await
+                .map_err(|s| anyhow!("agent {addr}: fetch logs: {}", describe(&s)))?
+                .into_inner();
+            let mut names: Vec<String> = Vec::new();
+            let mut file: Option<std::fs::File> = None;
+            while let Some(chunk) = stream
+                .message()
+                .await
+                .map_err(|s| anyhow!("agent {addr}: fetch logs: {}", describe(&s)))?
+            {
+                // Plain names only: never write outside `dir`.
+                if chunk.name.is_empty() || chunk.name.contains('/') || chunk.name.starts_with('.')
+                {
+                    return Err(anyhow!(
+                        "agent {addr} sent a bad file name {:?}",
+                        chunk.name
+                    ));
+                }
+                if names.last() != Some(&chunk.name) {
+                    let p = dir.join(&chunk.name);
+                    file = Some(
+                        std::fs::File::create(&p)
+                            .with_context(|| format!("create {}", p.display()))?,
+                    );
+                    names.push(chunk.name.clone());
+                }
+                file.as_mut()
+                    .expect("opened above")
+                    .write_all(&chunk.data)
+                    .with_context(|| format!("write {}", dir.join(&chunk.name).display()))?;
+            }
+            Ok(names)
+        })
+    }
+}
+
+/// A status as one line: `unavailable: <message>`.
+fn describe(s: &tonic::Status) -> String {
+    let code = format!("{:?}", s.code()).to_lowercase();
+    if s.message().is_empty() {
+        code
+    } else {
+        format!("{code}: {}", s.message())
+    }
+}

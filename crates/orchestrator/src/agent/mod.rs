@@ -1,0 +1,105 @@
+//! The testbed's node agent (`pantheon-agent`) and the orchestrator's client of it.
+//!
+//! # Brief overview
+//!
+//! - [`proto`]: the gRPC protocol, generated from `proto/agent.proto` (read that file first: it
+//!   says in which order a remote run calls what).
+//! - [`service`]: the agent — tunnel endpoints, scheme processes and namespaces of each run it
+//!   is asked to host, clock offsets, node info, log streaming.
+//! - [`client`]: a blocking client, as the (synchronous) experiment runner uses it.
+//! - [`auth`]: credentials (TLS certificate + shared token) and the token check.
+//! - [`bootstrap`]: a node brought up over SSH (`pantheon node bootstrap`).
+//!
+//! Everything an agent creates for run `R` lives in namespaces named `pa-<node>-<R>-f<flow>`
+//! and in the process groups started there; StopRun removes them, and an agent that was killed
+//! removes its own leftovers (by that name prefix) when it starts again ([`cleanup_leftovers`]).
+
+pub mod auth;
+pub mod bootstrap;
+pub mod client;
+pub mod service;
+
+/// The generated protocol (`pantheon.agent.v1`).
+#[allow(missing_docs, clippy::all)]
+pub mod proto {
+    tonic::include_proto!("pantheon.agent.v1");
+}
+
+/// Port an agent listens on unless told otherwise.
+pub const DEFAULT_PORT: u16 = 7_070;
+
+/// Prints one line of the agent's log on stderr, with a UTC timestamp.
+pub fn log(message: &str) {
+    eprintln!(
+        "{} pantheon-agent: {message}",
+        chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ")
+    );
+}
+
+/// Checks a name that becomes part of namespace and file names: 1–`max` characters of
+/// `[a-z0-9-]`, not starting with `-`. `what` names it in the error.
+pub fn check_name(name: &str, max: usize, what: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= max
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} {name:?}: use 1–{max} characters of a–z, 0–9 and '-', not starting with '-'"
+        ))
+    }
+}
+
+/// The namespace prefix of every run of agent `node`.
+pub fn namespace_prefix(node: &str) -> String {
+    format!("pa-{node}-")
+}
+
+/// Removes what a previous instance of agent `node` left behind when it was killed: every
+/// namespace named with its prefix, after killing the processes inside it (they were started
+/// by that agent: its schemes). Returns the namespaces removed.
+pub fn cleanup_leftovers(node: &str) -> Vec<String> {
+    let prefix = namespace_prefix(node);
+    let mut removed = Vec::new();
+    for name in netns::list_named() {
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        let pids = std::process::Command::new("ip")
+            .args(["netns", "pids", &name])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for pid in pids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            // SAFETY: plain syscall; the pid is inside a namespace this agent named.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        if netns::run_command("ip", &["netns", "del", &name]).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_become_namespaces_are_checked() {
+        assert!(check_name("node-a1", 16, "node").is_ok());
+        for bad in ["", "-a", "A", "a_b", "a/b", "abcdefghijklmnopq"] {
+            let e = check_name(bad, 16, "node").unwrap_err();
+            assert!(e.starts_with("node"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,594 @@
+//! The agent's side of the protocol: hosts its half of remote runs.
+//!
+//! Per run (named by the orchestrator) the agent keeps the same [`RunResources`] as a local run
+//! — scheme processes, tunnel endpoints, namespaces — in a table; StopRun ends them in that
+//! order. The tunnel's UDP socket lives in the agent's own network namespace (the node's real
+//! network), its TUN device and the scheme in a namespace of the run's flow, so a scheme's
+//! traffic can only leave through the tunnel. Namespaces, sockets and processes are made on
+//! blocking threads (`spawn_blocking`), never on the async workers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use tunnel::io::EndpointConfig;
+use tunnel::log::{LogFormat, Role};
+
+use super::proto::{self, agent_server::Agent};
+use crate::clock::{best_sample, Measurement};
+use crate::runner::{self, RunResources, CLIENT_PRIVATE, SERVER_PRIVATE};
+use crate::schemes::{Registry, Side, SystemInfo};
+
+/// How long the tunnel endpoints of a remote run wait for a silent peer before they fail the
+/// run (they send KEEPALIVEs while idle, so a live peer is never silent this long).
+pub const PEER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The sysctls Pantheon's report lists, plus the congestion controls.
+pub const SYSCTLS: &[&str] = &[
+    "net.core.default_qdisc",
+    "net.core.rmem_default",
+    "net.core.rmem_max",
+    "net.core.wmem_default",
+    "net.core.wmem_max",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_congestion_control",
+    "net.ipv4.tcp_available_congestion_control",
+];
+
+/// The agent: what it was started with and the runs it hosts.
+#[derive(Clone)]
+pub struct AgentService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node: String,
+    data_dir: PathBuf,
+    registry: Registry,
+    runs: Mutex<HashMap<String, HostedRun>>,
+}
+
+/// One run's half on this node.
+struct HostedRun {
+    dir: PathBuf,
+    res: RunResources,
+    /// Flow id → index of its namespace in `res.namespaces`.
+    flows: BTreeMap<u16, usize>,
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+fn internal(e: impl std::fmt::Display) -> Status {
+    Status::internal(format!("{e:#}"))
+}
+
+impl AgentService {
+    /// An agent named `node` (it prefixes the agent's namespaces: check it with
+    /// [`super::check_name`]), keeping each run's files in `<data_dir>/<run>/`, running the
+    /// schemes of `registry`.
+    pub fn new(node: String, data_dir: PathBuf, registry: Registry) -> AgentService {
+        AgentService {
+            inner: Arc::new(Inner {
+                node,
+                data_dir,
+                registry,
+                runs: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Ends every run still hosted (the agent is shutting down); returns their names.
+    pub fn stop_all(&self) -> Vec<String> {
+        let runs: Vec<(String, HostedRun)> =
+            self.inner.runs.lock().expect("poisoned").drain().collect();
+        runs.into_iter()
+            .map(|(name, run)| {
+                let _ = run.res.teardown();
+                name
+            })
+            .collect()
+    }
+
+    /// Runs `f` on a blocking thread with the agent's state.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner) -> Result<T, Status> + Send + 'static,
+    ) -> Result<T, Status> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| Status::internal(format!("agent task failed: {e}")))?
+    }
+}
+
+fn run_name(run: &Option<proto::RunRef>) -> Result<String, Status> {
+    let name = run.as_ref().map(|r| r.run.clone()).unwrap_or_default();
+    super::check_name(&name, 24, "run").map_err(Status::invalid_argument)?;
+    Ok(name)
+}
+
+fn flow_id(flow: u32) -> Result<u16, Status> {
+    u16::try_from(flow)
+        .ok()
+        .filter(|f| *f >= 1)
+        .ok_or_else(|| Status::invalid_argument(format!("flow {flow}: must be 1–65535")))
+}
+
+/// MTU of `interface` in this namespace (`ip -j link show`).
+fn interface_mtu(interface: &str) -> Result<u32, Status> {
+    let out = std::process::Command::new("ip")
+        .args(["-j", "link", "show", "dev", interface])
+        .output()
+        .map_err(internal)?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v[0]["mtu"]
+        .as_u64()
+        .map(|m| m as u32)
+        .ok_or_else(|| Status::invalid_argument(format!("no interface {interface} on this node")))
+}
+
+impl Inner {
+    fn start_tunnel(&self, req: proto::TunnelRequest) -> Result<proto::TunnelReply, Status> {
+        let run = run_name(&req.run)?;
+        let flow = flow_id(req.flow)?;
+        let role = match req.role() {
+            proto::TunnelRole::Server => Role::Server,
+            proto::TunnelRole::Client => Role::Client,
+        };
+        let address: SocketAddrV4 = if req.address.is_empty() && role == Role::Server {
+            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)
+        } else {
+            req.address.parse().map_err(|_| {
+                Status::invalid_argument(format!("address {:?}: expected ip:port", req.address))
+            })?
+        };
+        if role == Role::Client && address.port() == 0 {
+            return Err(Status::invalid_argument(
+                "a tunnel client needs the server's port",
+            ));
+        }
+        // A scheme this agent knows (its name also names the log files).
+        self.registry
+            .get(&req.scheme)
+            .map_err(|e| Status::not_found(e.to_string()))?;
+        let (mtu, bind_device) = if req.interface.is_empty() {
+            (1500, None)
+        } else {
+            (interface_mtu(&req.interface)?, Some(req.interface.clone()))
+        };
+        let path_mtu = u16::try_from(mtu).map_err(|_| Status::invalid_argument("MTU too large"))?;
+        let mut runs = self.runs.lock().expect("poisoned");
+        if !runs.contains_key(&run) {
+            let dir = self.data_dir.join(&run);
+            std::fs::create_dir_all(&dir).map_err(internal)?;
+            runs.insert(
+                run.clone(),
+                HostedRun {
+                    dir,
+                    res: RunResources::default(),
+                    flows: BTreeMap::new(),
+                },
+            );
+        }
+        let hosted = runs.get_mut(&run).expect("inserted above");
+        if hosted.flows.contains_key(&flow) {
+            return Err(Status::already_exists(format!(
+                "run {run} already has a tunnel for flow {flow} on this node"
+            )));
+        }
+        let ns = hosted
+            .res
+            .netns(format!(
+                "{}{run}-f{flow}",
+                super::namespace_prefix(&self.node)
+            ))
+            .map_err(internal)?;
+        hosted.flows.insert(flow, ns);
+        let (ingress, egress) = if req.sender_side {
+            ("acklink", "datalink")
+        } else {
+            ("datalink", "acklink")
+        };
+        let lp =
+            |d: &str, k: &str| runner::log_path(&hosted.dir, &req.scheme, d, req.run_id, flow, k);
+        let (local_private, peer_private) = match role {
+            Role::Server => (SERVER_PRIVATE, CLIENT_PRIVATE),
+            Role::Client => (CLIENT_PRIVATE, SERVER_PRIVATE),
+        };
+        let endpoint = tunnel::io::start(
+            EndpointConfig {
+                role,
+                flow,
+                sender_side: req.sender_side,
+                ingress_log: Some(lp(ingress, "ingress")),
+                egress_log: Some(lp(egress, "egress")),
+                log_format: LogFormat::Binary,
+                local_private,
+                peer_private,
+                path_mtu,
+                udp_addr: address,
+                bind_device,
+                peer_timeout: Some(PEER_TIMEOUT),
+            },
+            None,
+            &hosted.res.namespaces[ns],
+        )
+        .map_err(|e| Status::failed_precondition(format!("start the tunnel {role:?}: {e}")))?;
+        let port = endpoint.local_udp.port();
+        hosted.res.endpoints.push(endpoint);
+        super::log(&format!(
+            "run {run}: tunnel {role:?} of flow {flow} on UDP port {port}"
+        ));
+        Ok(proto::TunnelReply {
+            udp_port: u32::from(port),
+            private_address: local_private.to_string(),
+        })
+    }
+
+    fn start_side(&self, req: proto::SideRequest) -> Result<proto::SideReply, Status> {
+        let run = run_name(&req.run)?;
+        let flow = flow_id(req.flow)?;
+        let scheme = self
+            .registry
+            .get(&req.scheme)
+            .map_err(|e| Status::not_found(e.to_string()))?;
+        let side = match req.side() {
+            proto::Side::Sender => Side::Sender,
+            proto::Side::Receiver => Side::Receiver,
+        };
+        let port = u16::try_from(req.port)
+            .map_err(|_| Status::invalid_argument(format!("port {}", req.port)))?;
+        let mut runs = self.runs.lock().expect("poisoned");
+        let hosted = runs
+            .get_mut(&run)
+            .ok_or_else(|| Status::not_found(format!("no run {run} on this node")))?;
+        let &ns = hosted.flows.get(&flow).ok_or_else(|| {
+            Status::failed_precondition(format!("run {run} has no tunnel for flow {flow} here"))
+        })?;
+        let argv = scheme.argv(side, &req.peer_address, port);
+        let p = runner::spawn(
+            &hosted.res.namespaces[ns],
+            &argv,
+            &hosted.dir,
+            &scheme.name,
+            req.run_id,
+            usize::from(flow),
+            side,
+        )
+        .map_err(|e| Status::failed_precondition(format!("{e:#}")))?;
+        hosted.res.processes.push(p);
+        let mut notes = Vec::new();
+        if let (Side::Sender, Some(q)) = (side, &scheme.preferred_qdisc) {
+            notes.push(runner::install_qdisc(q, &[&hosted.res.namespaces[ns]]));
+        }
+        super::log(&format!(
+            "run {run}: {side:?} of {} flow {flow} started",
+            scheme.name
+        ));
+        Ok(proto::SideReply { notes })
+    }
+
+    fn run_status(&self, run: String) -> Result<proto::RunStatusReply, Status> {
+        let mut runs = self.runs.lock().expect("poisoned");
+        let hosted = runs
+            .get_mut(&run)
+            .ok_or_else(|| Status::not_found(format!("no run {run} on this node")))?;
+        let mut failures: Vec<String> = hosted
+            .res
+            .processes
+            .iter_mut()
+            .filter_map(|p| p.exited())
+            .collect();
+        failures.extend(
+            hosted
+                .res
+                .endpoints
+                .iter()
+                .filter_map(|e| e.control.error().map(|m| format!("tunnel: {m}"))),
+        );
+        let tunnels_connected = !hosted.res.endpoints.is_empty()
+            && hosted
+                .res
+                .endpoints
+                .iter()
+                .all(|e| e.control.is_connected());
+        Ok(proto::RunStatusReply {
+            tunnels_connected,
+            failures,
+        })
+    }
+
+    fn stop_run(&self, run: String, drain: Duration) -> proto::StopReply {
+        let hosted = self.runs.lock().expect("poisoned").remove(&run);
+        let Some(hosted) = hosted else {
+            return proto::StopReply {
+                notes: vec![format!("{}: run {run} was not running here", self.node)],
+            };
+        };
+        for e in &hosted.res.endpoints {
+            e.control.stop_admitting();
+        }
+        std::thread::sleep(drain);
+        let (notes, _) = hosted.res.teardown();
+        super::log(&format!("run {run}: stopped"));
+        proto::StopReply {
+            notes: notes
+                .into_iter()
+                .map(|n| format!("{}: {n}", self.node))
+                .collect(),
+        }
+    }
+
+    fn info(&self) -> proto::NodeInfo {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default()
+        };
+        let sysctls = SYSCTLS
+            .iter()
+            .map(|k| {
+                let v = read(&format!("/proc/sys/{}", k.replace('.', "/")));
+                (
+                    (*k).to_owned(),
+                    v.split_whitespace().collect::<Vec<_>>().join(" "),
+                )
+            })
+            .collect();
+        let sys = SystemInfo::probe();
+        let schemes = self
+            .registry
+            .all()
+            .map(|s| {
+                let why = s.unavailable_reason(&sys);
+                proto::SchemeStatus {
+                    name: s.name.clone(),
+                    runnable: why.is_none(),
+                    detail: why.unwrap_or_default(),
+                }
+            })
+            .collect();
+        proto::NodeInfo {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            hostname: read("/proc/sys/kernel/hostname"),
+            kernel: format!(
+                "{} {}",
+                read("/proc/sys/kernel/ostype"),
+                read("/proc/sys/kernel/osrelease")
+            ),
+            sysctls,
+            interfaces: interfaces(),
+            schemes,
+            node: self.node.clone(),
+        }
+    }
+}
+
+/// This namespace's interfaces (`ip -j addr show`).
+fn interfaces() -> Vec<proto::Interface> {
+    let out = std::process::Command::new("ip")
+        .args(["-j", "addr", "show"])
+        .output()
+        .map(|o| o.stdout)
+        .unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
+    v.as_array()
+        .map(|links| {
+            links
+                .iter()
+                .map(|l| proto::Interface {
+                    name: l["ifname"].as_str().unwrap_or_default().to_owned(),
+                    mtu: l["mtu"].as_u64().unwrap_or(0) as u32,
+                    addresses: l["addr_info"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|i| {
+                                    Some(format!(
+                                        "{}/{}",
+                                        i["local"].as_str()?,
+                                        i["prefixlen"].as_u64()?
+                                    ))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `samples` SNTP queries to `server` (host:port, port 123 if omitted), 1 s timeout each;
+/// the offsets of those that answered, or why none did.
+pub async fn sntp_samples(server: &str, samples: u32) -> Result<Vec<Measurement>, String> {
+    let with_port = if server.contains(':') {
+        server.to_owned()
+    } else {
+        format!("{server}:123")
+    };
+    let addr: SocketAddr = tokio::net::lookup_host(&with_port)
+        .await
+        .map_err(|e| format!("resolve {with_port}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{with_port} has no address"))?;
+    let client = rsntp::AsyncSntpClient::with_config(
+        rsntp::Config::default().timeout(Duration::from_secs(1)),
+    );
+    let mut got = Vec::new();
+    let mut last_error = String::new();
+    for _ in 0..samples {
+        match client.synchronize(addr).await {
+            Ok(r) => got.push(Measurement {
+                offset_ns: (r.clock_offset().as_secs_f64() * 1e9).round() as i64,
+                rtt_ns: (r.round_trip_delay().as_secs_f64() * 1e9).round() as i64,
+                at_ns: tunnel::io::realtime_ns(),
+            }),
+            Err(e) => last_error = e.to_string(),
+        }
+    }
+    if got.is_empty() {
+        Err(format!(
+            "no answer from NTP server {addr} to {samples} queries: {last_error}"
+        ))
+    } else {
+        Ok(got)
+    }
+}
+
+#[tonic::async_trait]
+impl Agent for AgentService {
+    async fn info(&self, _: Request<proto::InfoRequest>) -> Reply<proto::NodeInfo> {
+        self.blocking(|i| Ok(i.info())).await.map(Response::new)
+    }
+
+    async fn prepare_schemes(
+        &self,
+        request: Request<proto::PrepareRequest>,
+    ) -> Reply<proto::PrepareReply> {
+        let names = request.into_inner().schemes;
+        self.blocking(move |i| {
+            let schemes = names
+                .iter()
+                .map(|n| i.registry.get(n))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Status::not_found(e.to_string()))?;
+            let outcomes = crate::setup::setup_all(&schemes);
+            Ok(proto::PrepareReply {
+                schemes: outcomes
+                    .into_iter()
+                    .map(|o| proto::SchemeStatus {
+                        name: o.scheme,
+                        runnable: o.ok,
+                        detail: o.detail,
+                    })
+                    .collect(),
+            })
+        })
+        .await
+        .map(Response::new)
+    }
+
+    async fn clock_offset(
+        &self,
+        request: Request<proto::ClockRequest>,
+    ) -> Reply<proto::ClockReply> {
+        let req = request.into_inner();
+        let n = match req.samples {
+            0 => 4,
+            n @ 1..=20 => n,
+            n => return Err(Status::invalid_argument(format!("{n} samples: at most 20"))),
+        };
+        let samples = sntp_samples(&req.server, n)
+            .await
+            .map_err(Status::unavailable)?;
+        let best = best_sample(&samples).expect("at least one sample");
+        Ok(Response::new(proto::ClockReply {
+            offset_ms: best.offset_ns as f64 / 1e6,
+            rtt_ms: best.rtt_ns as f64 / 1e6,
+            measured_at_ns: best.at_ns,
+            samples: samples
+                .iter()
+                .map(|s| proto::ClockSample {
+                    offset_ms: s.offset_ns as f64 / 1e6,
+                    rtt_ms: s.rtt_ns as f64 / 1e6,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn start_tunnel(
+        &self,
+        request: Request<proto::TunnelRequest>,
+    ) -> Reply<proto::TunnelReply> {
+        let req = request.into_inner();
+        self.blocking(move |i| i.start_tunnel(req))
+            .await
+            .map(Response::new)
+    }
+
+    async fn start_side(&self, request: Request<proto::SideRequest>) -> Reply<proto::SideReply> {
+        let req = request.into_inner();
+        self.blocking(move |i| i.start_side(req))
+            .await
+            .map(Response::new)
+    }
+
+    async fn run_status(&self, request: Request<proto::RunRef>) -> Reply<proto::RunStatusReply> {
+        let run = run_name(&Some(request.into_inner()))?;
+        self.blocking(move |i| i.run_status(run))
+            .await
+            .map(Response::new)
+    }
+
+    async fn stop_run(&self, request: Request<proto::StopRequest>) -> Reply<proto::StopReply> {
+        let req = request.into_inner();
+        let run = run_name(&req.run)?;
+        let drain = Duration::from_millis(u64::from(req.drain_ms.min(60_000)));
+        self.blocking(move |i| Ok(i.stop_run(run, drain)))
+            .await
+            .map(Response::new)
+    }
+
+    type FetchLogsStream = ReceiverStream<Result<proto::FileChunk, Status>>;
+
+    async fn fetch_logs(
+        &self,
+        request: Request<proto::FetchRequest>,
+    ) -> Reply<Self::FetchLogsStream> {
+        let req = request.into_inner();
+        let run = run_name(&req.run)?;
+        let dir = self.inner.data_dir.join(&run);
+        if !dir.is_dir() {
+            return Err(Status::not_found(format!(
+                "no files of run {run} on this node"
+            )));
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::task::spawn_blocking(move || {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                .unwrap_or_default();
+            entries.sort();
+            for path in entries.iter().filter(|p| p.is_file()) {
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let sent = std::fs::read(path).map_err(internal).and_then(|data| {
+                    // 1 MiB chunks; an empty file is still sent once, so that it exists.
+                    let mut chunks = data.chunks(1 << 20).peekable();
+                    if chunks.peek().is_none() {
+                        return tx
+                            .blocking_send(Ok(proto::FileChunk {
+                                name: name.clone(),
+                                data: vec![],
+                            }))
+                            .map_err(internal);
+                    }
+                    for c in chunks {
+                        tx.blocking_send(Ok(proto::FileChunk {
+                            name: name.clone(),
+                            data: c.to_vec(),
+                        }))
+                        .map_err(internal)?;
+                    }
+                    Ok(())
+                });
+                if let Err(e) = sent {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            }
+            if req.remove {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}

@@ -1,0 +1,428 @@
+//! The remote experiment runner: Pantheon's `test.py remote`, with two agents instead of ssh.
+//!
+//! One run of one scheme between the *local* and the *remote* node (each a `pantheon-agent`;
+//! the names and flags are Pantheon's — "local" is simply the node given by `--local-agent`):
+//!
+//! ```text
+//!  local node                                         remote node
+//!  [flow ns] scheme side ── tun ── tunnel endpoint ◄══ real path (UDP) ══► tunnel endpoint ── tun ── [flow ns] scheme side
+//! ```
+//! 1. both nodes' clock offsets to `--ntp-addr` (several SNTP samples each);
+//! 2. per flow, the tunnel server on `--tunnel-server`'s node, then the client on the other,
+//!    dialling the server's address (`--local-addr` / `--remote-addr`); wait for the handshakes;
+//! 3. the side that runs first on its node, `first_side_setup`, then the other side of each flow
+//!    `interval` apart; "Start at";
+//! 4. at `runtime`, "End at"; the sender's node stops (tunnel first: nothing new enters the
+//!    path), then the receiver's after `--drain` (what is in flight arrives and is logged);
+//! 5. clock offsets again; both nodes' files are fetched into the results directory and the
+//!    nodes delete them; each packet log's header gets its node's clock correction, interpolated
+//!    between the two measurements ([`crate::clock`]).
+//!
+//! A node that fails or dies (an RPC error) fails the run with the reason; the other node is
+//! still stopped and its files fetched, and the experiment goes on with the next run.
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+
+use crate::agent::client::AgentClient;
+use crate::agent::proto;
+use crate::clock::{self, Correction, Measurement};
+use crate::plan::ExperimentPlan;
+use crate::runner::{utc_now, RunRecord, INTERRUPTED};
+use crate::schemes::{Scheme, Side};
+
+/// Which node: Pantheon's `local` or `remote`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Node {
+    /// The node of `--local-agent`.
+    Local,
+    /// The remote node.
+    Remote,
+}
+
+impl Node {
+    fn other(self) -> Node {
+        match self {
+            Node::Local => Node::Remote,
+            Node::Remote => Node::Local,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Node::Local => "local",
+            Node::Remote => "remote",
+        }
+    }
+}
+
+/// Pantheon's remote-mode options.
+#[derive(Debug, Clone)]
+pub struct RemoteOptions {
+    /// `--sender`: the node that runs the scheme's sender (data flows from it).
+    pub sender: Node,
+    /// `--tunnel-server`: the node whose tunnel endpoint listens (the other dials it: put the
+    /// server where it can be reached, e.g. not behind NAT).
+    pub tunnel_server: Node,
+    /// `--local-addr`: the local node's address the remote tunnel client dials (needed when the
+    /// tunnel server is local).
+    pub local_addr: Option<Ipv4Addr>,
+    /// `--remote-addr`: the remote node's address the local tunnel client dials (default: the
+    /// remote agent's address).
+    pub remote_addr: Option<Ipv4Addr>,
+    /// `--local-if`: bind the local tunnel's socket to this interface (and take its MTU).
+    pub local_if: Option<String>,
+    /// `--remote-if`: the same on the remote node.
+    pub remote_if: Option<String>,
+    /// `--ntp-addr`: NTP server both nodes measure their offsets to (host[:port]).
+    pub ntp_addr: Option<String>,
+    /// SNTP queries per measurement.
+    pub ntp_samples: u32,
+    /// A run whose offset on either node moved more than this during the run is flagged, ns.
+    pub max_clock_move_ns: i64,
+    /// Time the receiver's node keeps receiving after the sender's stopped.
+    pub drain: Duration,
+}
+
+/// The two nodes' agents.
+pub struct Nodes<'a> {
+    /// `--local-agent`.
+    pub local: &'a AgentClient,
+    /// The remote agent.
+    pub remote: &'a AgentClient,
+}
+
+impl Nodes<'_> {
+    fn get(&self, n: Node) -> &AgentClient {
+        match n {
+            Node::Local => self.local,
+            Node::Remote => self.remote,
+        }
+    }
+}
+
+/// The port schemes use inside the tunnel (as local runs).
+const SCHEME_PORT: u32 = 50_000;
+
+/// Runs one scheme once between the two nodes. Never panics on scheme or node failure;
+/// returns the record (written into `plan.data_dir` by the caller).
+pub fn run_once_remote(
+    plan: &ExperimentPlan,
+    opts: &RemoteOptions,
+    nodes: &Nodes,
+    scheme: &Scheme,
+    run_id: u32,
+    tag: &str,
+    progress: &dyn Fn(f64),
+) -> RunRecord {
+    let mut record = RunRecord::new(&scheme.name, run_id);
+    let ntp = |n: Node| -> Result<Measurement, String> {
+        let server = opts.ntp_addr.as_deref().ok_or("no --ntp-addr")?;
+        let r = nodes
+            .get(n)
+            .clock_offset(server, opts.ntp_samples)
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(Measurement {
+            offset_ns: (r.offset_ms * 1e6).round() as i64,
+            rtt_ns: (r.rtt_ms * 1e6).round() as i64,
+            at_ns: r.measured_at_ns,
+        })
+    };
+    let measure_both = || {
+        opts.ntp_addr
+            .as_ref()
+            .map(|_| [ntp(Node::Local), ntp(Node::Remote)])
+    };
+    let before = measure_both();
+
+    let mut started = Vec::new();
+    let result = drive_remote(
+        plan,
+        opts,
+        nodes,
+        scheme,
+        run_id,
+        tag,
+        &mut record,
+        &mut started,
+        progress,
+    );
+
+    // Teardown on every path: the sender's node first (its tunnel stops admitting), then the
+    // receiver's, which drains. A node that cannot be reached is noted; the other still stops.
+    let sender = opts.sender;
+    for (node, drain) in [(sender, Duration::ZERO), (sender.other(), opts.drain)] {
+        if !started.contains(&node) {
+            continue;
+        }
+        match nodes.get(node).stop_run(tag, drain) {
+            Ok(r) => record.notes.extend(r.notes),
+            Err(e) => record
+                .notes
+                .push(format!("{} node not stopped: {e:#}", node.name())),
+        }
+    }
+    let after = measure_both();
+
+    // Fetch both nodes' files; then each packet log gets its node's clock correction.
+    let mut corrections = Vec::new();
+    for node in [Node::Local, Node::Remote] {
+        let i = usize::from(node == Node::Remote);
+        let correction = match (&before, &after) {
+            (Some(b), Some(a)) => {
+                let c = Correction::between(b[i].clone().ok(), a[i].clone().ok());
+                match &c {
+                    Some(c) => record
+                        .notes
+                        .extend(c.flags(node.name(), opts.max_clock_move_ns)),
+                    None => {
+                        let why = b[i].clone().err().unwrap_or_default();
+                        record.notes.push(clock::unmeasured_flag(node.name(), &why));
+                    }
+                }
+                c
+            }
+            _ => None,
+        };
+        corrections.push(correction);
+        if !started.contains(&node) {
+            continue;
+        }
+        match nodes.get(node).fetch_logs(tag, &plan.data_dir, true) {
+            Ok(files) => {
+                if let Some(c) = correction {
+                    for f in files.iter().filter(|f| f.ends_with(".ptlog")) {
+                        if let Err(e) = apply_correction(&plan.data_dir.join(f), &c) {
+                            record.notes.push(format!("clock correction of {f}: {e:#}"));
+                        }
+                    }
+                }
+            }
+            Err(e) => record
+                .notes
+                .push(format!("{} node's files not fetched: {e:#}", node.name())),
+        }
+    }
+    // Pantheon's stats log records the offsets it applied (at the run's start here).
+    let extra: Vec<String> = [Node::Local, Node::Remote]
+        .iter()
+        .zip(&corrections)
+        .filter_map(|(n, c)| {
+            c.map(|c| {
+                let name = if *n == Node::Local { "Local" } else { "Remote" };
+                format!("{name} clock offset: {:.3} ms", c.offset_ns as f64 / 1e6)
+            })
+        })
+        .collect();
+    record.finish(result, &plan.data_dir, &extra);
+    record
+}
+
+/// Writes a node's correction into a fetched packet log: the offset at the log's base time
+/// and the drift.
+fn apply_correction(path: &Path, c: &Correction) -> anyhow::Result<()> {
+    let header = tunnel::log::read_header(path)?;
+    tunnel::log::set_clock_offset(path, c.offset_at(header.base_realtime_ns), c.drift_ppb)?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn drive_remote(
+    plan: &ExperimentPlan,
+    opts: &RemoteOptions,
+    nodes: &Nodes,
+    scheme: &Scheme,
+    run_id: u32,
+    tag: &str,
+    record: &mut RunRecord,
+    started: &mut Vec<Node>,
+    progress: &dyn Fn(f64),
+) -> anyhow::Result<()> {
+    let server = opts.tunnel_server;
+    let client = server.other();
+    let server_addr = match server {
+        Node::Local => opts.local_addr.ok_or_else(|| {
+            anyhow!("--tunnel-server local needs --local-addr (the address the remote node dials)")
+        })?,
+        Node::Remote => match opts.remote_addr {
+            Some(a) => a,
+            None => nodes.remote.host.parse().map_err(|_| {
+                anyhow!(
+                    "the remote agent's host {:?} is not an IPv4 address: give --remote-addr",
+                    nodes.remote.host
+                )
+            })?,
+        },
+    };
+    let interface = |n: Node| match n {
+        Node::Local => opts.local_if.clone().unwrap_or_default(),
+        Node::Remote => opts.remote_if.clone().unwrap_or_default(),
+    };
+    let run_ref = || {
+        Some(proto::RunRef {
+            run: tag.to_owned(),
+        })
+    };
+    // Tunnels, server first; each node's tunnel address by flow.
+    let mut private = Vec::new();
+    for flow in 1..=u32::from(plan.flows) {
+        let mut tunnel = |n: Node, role: proto::TunnelRole, address: String| {
+            if !started.contains(&n) {
+                started.push(n);
+            }
+            nodes.get(n).start_tunnel(proto::TunnelRequest {
+                run: run_ref(),
+                flow,
+                role: role as i32,
+                sender_side: n == opts.sender,
+                address,
+                interface: interface(n),
+                scheme: scheme.name.clone(),
+                run_id,
+            })
+        };
+        let s = tunnel(server, proto::TunnelRole::Server, String::new())?;
+        let c = tunnel(
+            client,
+            proto::TunnelRole::Client,
+            format!("{server_addr}:{}", s.udp_port),
+        )?;
+        private.push((s.private_address, c.private_address));
+    }
+    let status = |n: Node| nodes.get(n).run_status(tag);
+    let check = || -> anyhow::Result<()> {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            bail!("interrupted");
+        }
+        for n in [Node::Local, Node::Remote] {
+            let s = status(n).with_context(|| format!("{} node", n.name()))?;
+            if let Some(f) = s.failures.first() {
+                bail!("{} node: {f}", n.name());
+            }
+        }
+        Ok(())
+    };
+    let sleep_checked = |d: Duration| -> anyhow::Result<()> {
+        let end = Instant::now() + d;
+        loop {
+            check()?;
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            std::thread::sleep(left.min(Duration::from_millis(250)));
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        check()?;
+        let connected = |n: Node| -> anyhow::Result<bool> {
+            Ok(status(n)
+                .with_context(|| format!("{} node", n.name()))?
+                .tunnels_connected)
+        };
+        if connected(Node::Local)? && connected(Node::Remote)? {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "tunnel not established within 10 s (the {} node dials {server_addr}: is it \
+                 reachable from there, UDP allowed?)",
+                client.name()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let (first, second) = match scheme.run_first {
+        Side::Receiver => (Side::Receiver, Side::Sender),
+        Side::Sender => (Side::Sender, Side::Receiver),
+    };
+    let node_of = |side: Side| match side {
+        Side::Sender => opts.sender,
+        Side::Receiver => opts.sender.other(),
+    };
+    // The tunnel address of `side` in flow i: the server's or the client's end.
+    let address_of = |side: Side, i: usize| {
+        if node_of(side) == server {
+            private[i].0.clone()
+        } else {
+            private[i].1.clone()
+        }
+    };
+    // Starts `side` of flow i on its node; the notes it returns go into the record.
+    let start_side = |side: Side, i: usize, peer: String| -> anyhow::Result<Vec<String>> {
+        let r = nodes.get(node_of(side)).start_side(proto::SideRequest {
+            run: run_ref(),
+            flow: i as u32 + 1,
+            scheme: scheme.name.clone(),
+            side: match side {
+                Side::Sender => proto::Side::Sender,
+                Side::Receiver => proto::Side::Receiver,
+            } as i32,
+            peer_address: peer,
+            port: SCHEME_PORT,
+            run_id,
+        })?;
+        Ok(r.notes)
+    };
+    for i in 0..usize::from(plan.flows) {
+        record.notes.extend(start_side(first, i, String::new())?);
+    }
+    sleep_checked(plan.first_side_setup)?;
+    let start = Instant::now();
+    record.start = Some(utc_now());
+    for i in 0..usize::from(plan.flows) {
+        if i > 0 {
+            sleep_checked(plan.interval)?;
+        }
+        record
+            .notes
+            .extend(start_side(second, i, address_of(first, i))?);
+    }
+    while start.elapsed() < plan.runtime {
+        check()?;
+        progress(start.elapsed().as_secs_f64() / plan.runtime.as_secs_f64());
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    record.end = Some(utc_now());
+    progress(1.0);
+    Ok(())
+}
+
+/// Checks that the plan can run remotely with these options, before anything starts.
+pub fn check_options(opts: &RemoteOptions, remote_host: &str) -> anyhow::Result<()> {
+    if opts.tunnel_server == Node::Local && opts.local_addr.is_none() {
+        bail!("--tunnel-server local needs --local-addr (the address the remote node dials)");
+    }
+    if opts.tunnel_server == Node::Remote
+        && opts.remote_addr.is_none()
+        && remote_host.parse::<Ipv4Addr>().is_err()
+    {
+        bail!("the remote agent's host {remote_host:?} is not an IPv4 address: give --remote-addr");
+    }
+    if !(1..=20).contains(&opts.ntp_samples) {
+        bail!("--ntp-samples must be 1–20");
+    }
+    Ok(())
+}
+
+/// Both agents answer (waiting up to `timeout` for each, e.g. one restarting); their info.
+pub fn wait_for_nodes(
+    nodes: &Nodes,
+    timeout: Duration,
+) -> anyhow::Result<(proto::NodeInfo, proto::NodeInfo)> {
+    let l = nodes
+        .local
+        .wait_ready(timeout)
+        .context("local agent not answering")?;
+    let r = nodes
+        .remote
+        .wait_ready(timeout)
+        .context("remote agent not answering")?;
+    Ok((l, r))
+}
