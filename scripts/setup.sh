@@ -18,7 +18,8 @@ need_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   fi
 }
-need_packages iperf3 iproute2 iputils-ping iptables pkg-config gcc
+# ssh2 (`pantheon node bootstrap`) builds libssh2 against the system OpenSSL and zlib.
+need_packages iperf3 iproute2 iputils-ping iptables pkg-config gcc libssl-dev zlib1g-dev
 if ! command -v cargo >/dev/null 2>&1; then
   for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
     [ -x "$d/cargo" ] && export PATH="$d:$PATH"

@@ -8,6 +8,20 @@ source scripts/setup.sh
 # quiche's BoringSSL (QUIC BBRv2) needs cmake, a C++ compiler and libclang; the Nix pins are
 # checked with nix-instantiate.
 need_packages cmake g++ libclang-dev nix-bin
+# The remote tests run an sshd of their own inside a namespace (`pantheon node bootstrap`):
+# install openssh-server without letting its package start the system's ssh service.
+if ! dpkg -s openssh-server >/dev/null 2>&1; then
+  policy=/usr/sbin/policy-rc.d
+  if [ -e "$policy" ]; then
+    need_packages openssh-server
+  else
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
+    trap 'rm -f "$policy"' EXIT
+    need_packages openssh-server
+    rm -f "$policy"
+    trap - EXIT
+  fi
+fi
 # The scheme programs of schemes/ next to pantheon, then what the descriptors ask for
 # (tquic_tools from crates.io for Copa and QUIC BBRv3, their certificate and file).
 cargo build --quiet --workspace --bins
