@@ -439,27 +439,34 @@ fn write_report(
     std::fs::write(&out, pdf).with_context(|| format!("write {}", out.display()))
 }
 
-/// Pantheon's system info of the machine writing the report: kernel, then the qdisc and
-/// socket-buffer sysctls (`name = value`).
+/// The sysctls Pantheon's report lists: the default qdisc and the socket-buffer sizes.
+pub const REPORTED_SYSCTLS: &[&str] = &[
+    "net.core.default_qdisc",
+    "net.core.rmem_default",
+    "net.core.rmem_max",
+    "net.core.wmem_default",
+    "net.core.wmem_max",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+];
+
+/// The value of sysctl `name` (dotted, e.g. `net.ipv4.tcp_rmem`) on this machine, runs of
+/// whitespace made single spaces; `None` if it cannot be read.
+pub fn read_sysctl(name: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/sys/{}", name.replace('.', "/"))).ok()?;
+    Some(text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// Pantheon's system info of the machine writing the report: kernel, then the
+/// [`REPORTED_SYSCTLS`] (`name = value`).
 pub fn system_info() -> Vec<String> {
-    let read = |p: &str| {
-        std::fs::read_to_string(p).map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
-    };
     let mut lines = vec![format!(
         "{} {}",
-        read("/proc/sys/kernel/ostype").unwrap_or_else(|_| "Linux".into()),
-        read("/proc/sys/kernel/osrelease").unwrap_or_default()
+        read_sysctl("kernel.ostype").unwrap_or_else(|| "Linux".into()),
+        read_sysctl("kernel.osrelease").unwrap_or_default()
     )];
-    for name in [
-        "net.core.default_qdisc",
-        "net.core.rmem_default",
-        "net.core.rmem_max",
-        "net.core.wmem_default",
-        "net.core.wmem_max",
-        "net.ipv4.tcp_rmem",
-        "net.ipv4.tcp_wmem",
-    ] {
-        if let Ok(v) = read(&format!("/proc/sys/{}", name.replace('.', "/"))) {
+    for name in REPORTED_SYSCTLS {
+        if let Some(v) = read_sysctl(name) {
             lines.push(format!("{name} = {v}"));
         }
     }

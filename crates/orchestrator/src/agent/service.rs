@@ -27,15 +27,9 @@ use crate::schemes::{Registry, Side, SystemInfo};
 /// run (they send KEEPALIVEs while idle, so a live peer is never silent this long).
 pub const PEER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The sysctls Pantheon's report lists, plus the congestion controls.
-pub const SYSCTLS: &[&str] = &[
-    "net.core.default_qdisc",
-    "net.core.rmem_default",
-    "net.core.rmem_max",
-    "net.core.wmem_default",
-    "net.core.wmem_max",
-    "net.ipv4.tcp_rmem",
-    "net.ipv4.tcp_wmem",
+/// The sysctls a node reports beyond Pantheon's ([`crate::analyze::REPORTED_SYSCTLS`]): its
+/// congestion controls.
+pub const CONGESTION_SYSCTLS: &[&str] = &[
     "net.ipv4.tcp_congestion_control",
     "net.ipv4.tcp_available_congestion_control",
 ];
@@ -325,20 +319,12 @@ impl Inner {
     }
 
     fn info(&self) -> proto::NodeInfo {
-        let read = |p: &str| {
-            std::fs::read_to_string(p)
-                .map(|s| s.trim().to_owned())
-                .unwrap_or_default()
-        };
-        let sysctls = SYSCTLS
+        use crate::analyze::read_sysctl;
+        let read = |name: &str| read_sysctl(name).unwrap_or_default();
+        let sysctls = crate::analyze::REPORTED_SYSCTLS
             .iter()
-            .map(|k| {
-                let v = read(&format!("/proc/sys/{}", k.replace('.', "/")));
-                (
-                    (*k).to_owned(),
-                    v.split_whitespace().collect::<Vec<_>>().join(" "),
-                )
-            })
+            .chain(CONGESTION_SYSCTLS)
+            .map(|k| ((*k).to_owned(), read(k)))
             .collect();
         let sys = SystemInfo::probe();
         let schemes = self
@@ -355,12 +341,8 @@ impl Inner {
             .collect();
         proto::NodeInfo {
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            hostname: read("/proc/sys/kernel/hostname"),
-            kernel: format!(
-                "{} {}",
-                read("/proc/sys/kernel/ostype"),
-                read("/proc/sys/kernel/osrelease")
-            ),
+            hostname: read("kernel.hostname"),
+            kernel: format!("{} {}", read("kernel.ostype"), read("kernel.osrelease")),
             sysctls,
             interfaces: interfaces(),
             schemes,
