@@ -631,29 +631,30 @@ fn calls_without_the_token_are_refused_and_logged() {
     let good = Credentials::load(&tb.dir.join("creds"), false).unwrap();
     let mut wrong = good.clone();
     wrong.token = "0123456789abcdef0123456789abcdef".into();
-    // The test process reaches the agents from the ntp namespace.
-    let (ok, refused) = tb
-        .ntp()
-        .run_in(|| {
-            let ok = AgentClient::new(&format!("{ADDR_A}:7070"), &good)
-                .unwrap()
-                .info();
-            let refused = AgentClient::new(&format!("{ADDR_A}:7070"), &wrong)
-                .unwrap()
-                .info();
-            (ok, refused)
-        })
-        .unwrap();
-    assert_eq!(ok.unwrap().node, tb.agents[0].name);
-    let e = format!("{:#}", refused.unwrap_err());
-    assert!(e.contains("unauthenticated"), "{e}");
-    assert!(
-        tb.agents[0]
-            .log_text()
-            .contains("refused a call from 10.77.1.1"),
-        "{}",
-        tb.agents[0].log_text()
-    );
+    let mut none = good.clone();
+    none.token = String::new(); // no `authorization` header at all
+                                // The test process reaches the agents from the ntp namespace (TLS as usual: only the
+                                // token differs).
+    let info = |c: &Credentials| {
+        tb.ntp()
+            .run_in(|| {
+                AgentClient::new(&format!("{ADDR_A}:7070"), c)
+                    .unwrap()
+                    .info()
+            })
+            .unwrap()
+    };
+    assert_eq!(info(&good).unwrap().node, tb.agents[0].name);
+    for (creds, why) in [(&none, "no token"), (&wrong, "a wrong token")] {
+        let e = format!("{:#}", info(creds).unwrap_err());
+        assert!(e.contains("unauthenticated"), "{why}: {e}");
+        let log = tb.agents[0].log_text();
+        assert!(
+            log.lines()
+                .any(|l| l.contains("refused a call from 10.77.1.1:") && l.ends_with(why)),
+            "{why}: {log}"
+        );
+    }
 }
 
 /// An sshd (from openssh-server) inside a node's namespace, on port 2222, for this test only.

@@ -181,26 +181,27 @@ impl tonic::service::Interceptor for TokenCheck {
     }
 }
 
-/// Adds the token to every call of a client.
+/// Adds the token to every call of a client (no `authorization` header at all when the
+/// credentials' token is empty).
 #[derive(Clone)]
 pub struct TokenHeader {
-    value: MetadataValue<Ascii>,
+    value: Option<MetadataValue<Ascii>>,
 }
 
 impl TokenHeader {
     /// The header of `credentials`' token.
     pub fn new(credentials: &Credentials) -> TokenHeader {
         TokenHeader {
-            value: credentials.bearer(),
+            value: (!credentials.token.is_empty()).then(|| credentials.bearer()),
         }
     }
 }
 
 impl tonic::service::Interceptor for TokenHeader {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        request
-            .metadata_mut()
-            .insert("authorization", self.value.clone());
+        if let Some(v) = &self.value {
+            request.metadata_mut().insert("authorization", v.clone());
+        }
         Ok(request)
     }
 }
