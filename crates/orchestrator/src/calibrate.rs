@@ -45,6 +45,9 @@ pub struct Target {
     pub schemes: BTreeMap<String, SchemeRuns>,
     /// What the target's runs show of the path (for the search bounds).
     pub observations: Observations,
+    /// Candidates read off the target, evaluated first ([`initial_guesses`], and for a table
+    /// [`shallow_queue_guess`] too).
+    pub guesses: Vec<Candidate>,
     /// Where it came from, for the outputs.
     pub source: String,
 }
@@ -134,8 +137,11 @@ pub fn load_target(path: &Path, registry: &Registry) -> anyhow::Result<Target> {
     o.min_delay_ms = vec![min_p95 / 2.0];
     o.peak_tput_mbps = vec![max_tput];
     o.max_in_flight = vec![packets_per_ms(max_tput) * max_p95];
+    let mut guesses = initial_guesses(&o);
+    guesses.extend(shallow_queue_guess(&o, min_p95, max_p95));
     Ok(Target {
         schemes,
+        guesses,
         observations: o,
         source,
     })
@@ -181,6 +187,7 @@ fn target_from_dir(dir: &Path, registry: &Registry) -> anyhow::Result<Target> {
     }
     Ok(Target {
         schemes,
+        guesses: initial_guesses(&o),
         observations: o,
         source: dir.display().to_string(),
     })
@@ -192,9 +199,34 @@ fn target_from_dir(dir: &Path, registry: &Registry) -> anyhow::Result<Target> {
 /// with no loss — a run's loss counts its queue's drops too, so the random loss is somewhere
 /// between (the search takes it from there).
 pub fn initial_guesses(o: &Observations) -> Vec<Candidate> {
-    let Some(g) = initial_guess(o) else {
+    initial_guess(o).map_or_else(Vec::new, with_loss_free_twin)
+}
+
+/// A table target's second first guess. A table has no minimum one-way delay: its smallest
+/// p95 is the propagation delay plus the queueing of the scheme that queues least, in an
+/// unknown split. [`initial_guesses`] assume half of it is queueing (a deep buffer); this one
+/// assumes little is (`SHALLOW` of it: a path whose delay-based schemes keep p95 close to the
+/// propagation delay), with the queue the largest p95 (`max_p95`, ms) then holds at the rate.
+/// The two ends of the delay/queue ridge a table cannot resolve (docs/calibration.md); empty
+/// if the observations are. With loss, also its loss-free twin.
+pub fn shallow_queue_guess(o: &Observations, min_p95: f64, max_p95: f64) -> Vec<Candidate> {
+    /// Share of the smallest p95 delay taken as queueing.
+    const SHALLOW: f64 = 0.15;
+    let Some(deep) = initial_guess(o) else {
         return Vec::new();
     };
+    let rate = deep.rate_mbps;
+    let delay = ((1.0 - SHALLOW) * min_p95 - 1.0 / packets_per_ms(rate)).max(0.0);
+    let g = Candidate {
+        delay_ms: delay.round() as u32,
+        queue_packets: (packets_per_ms(rate) * (max_p95 - delay)).max(1.0).round() as u32,
+        ..deep
+    };
+    with_loss_free_twin(g)
+}
+
+/// `g`, then `g` without loss if it has some.
+fn with_loss_free_twin(g: Candidate) -> Vec<Candidate> {
     if g.loss > 0.0 {
         vec![g, Candidate { loss: 0.0, ..g }]
     } else {
@@ -367,14 +399,14 @@ pub fn calibrate(
         Ok(())
     };
 
-    let guesses = initial_guesses(&target.observations);
+    let guesses = &target.guesses;
     for &delivery in &opts.deliveries {
         let mut search = Search::new(bounds, delivery, opts.jobs, opts.seed)?;
         for e in evals.iter().filter(|e| e.candidate.delivery == delivery) {
             search.tell(&e.candidate, e.overall_error_pct);
         }
         progress.phase(&format!("{} deliveries", delivery_str(delivery)));
-        let design = search.initial_design(opts.initial_evals.min(opts.max_evals), &guesses);
+        let design = search.initial_design(opts.initial_evals.min(opts.max_evals), guesses);
         while search.told() < opts.max_evals && !INTERRUPTED.load(Ordering::SeqCst) {
             let room = (opts.max_evals - search.told()).min(opts.jobs.max(1));
             let batch: Vec<Candidate> = if search.told() < design.len() {
@@ -896,6 +928,7 @@ mod tests {
             ]
             .into(),
             observations: Observations::default(),
+            guesses: Vec::new(),
             source: "t".into(),
         };
         // A fits bbr exactly and cubic badly; B the other way round.
@@ -926,6 +959,23 @@ mod tests {
         let t = load_target(&csv, &registry).unwrap();
         assert_eq!(t.schemes["cubic"].tput_mbps, vec![96.27]);
         assert_eq!(t.observations.min_delay_ms, vec![58.41 / 2.0]);
+        // Deep-queue guesses (with and without loss), then shallow-queue ones: 85 % of the
+        // smallest p95 less a packet's serialisation (8.02 packets per ms) is propagation, the
+        // queue holds the largest p95's rest: 8.02 × (64.37 − 49.52) = 119 packets.
+        let g: Vec<_> = t
+            .guesses
+            .iter()
+            .map(|c| (c.rate_mbps, c.delay_ms, c.queue_packets, c.loss))
+            .collect();
+        assert_eq!(
+            g,
+            vec![
+                (96.27, 29, 283, 0.001),
+                (96.27, 29, 283, 0.0),
+                (96.27, 50, 119, 0.001),
+                (96.27, 50, 119, 0.0)
+            ]
+        );
         let b = Bounds::from_observations(&t.observations).unwrap();
         assert_eq!(b.delay_ms, (0, 59));
         assert_eq!(b.rate_mbps, (48.14, 192.54));
