@@ -22,7 +22,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use emucal::mm::EmulatedPath;
 use emucal::runtime::Emulator;
 use netns::NetNs;
-use serde_json::Value;
+
+mod common;
+use common::{read_json, sh, text, Agent};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -116,98 +118,6 @@ impl Drop for Sntp {
     }
 }
 
-/// One agent process (started through nsenter into its node's namespace).
-struct Agent {
-    child: Child,
-    name: String,
-    ns: String,
-    log: PathBuf,
-    /// Where this instance's lines start in `log` (a restarted agent appends to the log of the
-    /// one it replaces).
-    log_from: usize,
-}
-
-impl Agent {
-    fn start(ns: &str, name: &str, dir: &Path) -> Agent {
-        let log = dir.join(format!("agent-{name}.log"));
-        let log_from = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
-        let child = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{ns}"))
-            .arg(env!("CARGO_BIN_EXE_pantheon-agent"))
-            .args(["--listen", "0.0.0.0:7070", "--name", name, "--credentials"])
-            .arg(dir.join("creds"))
-            .arg("--data-dir")
-            .arg(dir.join(format!("agent-{name}")))
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("start pantheon-agent");
-        let a = Agent {
-            child,
-            name: name.to_owned(),
-            ns: ns.to_owned(),
-            log,
-            log_from,
-        };
-        // Listening once it says so.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !a.log_text().contains("listening on") {
-            assert!(
-                Instant::now() < deadline,
-                "agent {name} did not start: {}",
-                a.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        a
-    }
-
-    /// What this instance has logged so far.
-    fn log_text(&self) -> String {
-        let text = std::fs::read(&self.log).unwrap_or_default();
-        String::from_utf8_lossy(text.get(self.log_from..).unwrap_or_default()).into_owned()
-    }
-
-    /// This agent's run namespaces that exist now.
-    fn namespaces(&self) -> Vec<String> {
-        netns::list_named()
-            .into_iter()
-            .filter(|n| n.starts_with(&format!("pa-{}-", self.name)))
-            .collect()
-    }
-
-    fn stop(&mut self) {
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return; // already ended (and reaped): its pid may be someone else's now
-        }
-        // SAFETY: plain syscall on our own, still running child.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 /// The three namespaces, the emulator between A and B, the SNTP server, both agents.
 struct Testbed {
     dir: PathBuf,
@@ -226,15 +136,6 @@ impl Drop for Testbed {
         self.namespaces.clear();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 impl Testbed {
@@ -376,21 +277,6 @@ fn pantheon(tb: &Testbed, args: &[&str], more: &[&str]) -> Output {
         .args(more)
         .output()
         .expect("run pantheon")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn read_json(p: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .unwrap()
 }
 
 /// (throughput Mbit/s, p95 delay ms, min delay ms) of `scheme` run 1 in `dir`.

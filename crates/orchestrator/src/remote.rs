@@ -52,7 +52,8 @@ impl Node {
             Node::Remote => Node::Local,
         }
     }
-    fn name(self) -> &'static str {
+    /// `local` or `remote`.
+    pub fn name(self) -> &'static str {
         match self {
             Node::Local => "local",
             Node::Remote => "remote",
@@ -425,4 +426,97 @@ pub fn wait_for_nodes(
         .wait_ready(timeout)
         .context("remote agent not answering")?;
     Ok((l, r))
+}
+
+/// Free text describing each side, for the report (Pantheon's `--local-desc`,
+/// `--remote-desc`).
+#[derive(Debug, Clone, Default)]
+pub struct Descriptions {
+    /// The local node.
+    pub local: Option<String>,
+    /// The remote node.
+    pub remote: Option<String>,
+}
+
+/// Starts a remote experiment: waits up to 10 s for both agents, warns (through `warn`) of
+/// the plan's schemes a node says it cannot run (their runs will fail), creates the results
+/// directory and writes its `pantheon_metadata.json` (the plan, the options, both nodes' info).
+/// Errors if an agent does not answer or the directory cannot be written.
+pub fn start_experiment(
+    plan: &ExperimentPlan,
+    opts: &RemoteOptions,
+    nodes: &Nodes,
+    desc: &Descriptions,
+    warn: &dyn Fn(String),
+) -> anyhow::Result<()> {
+    use serde_json::json;
+    let (li, ri) = wait_for_nodes(nodes, Duration::from_secs(10))?;
+    for (side, info) in [("local", &li), ("remote", &ri)] {
+        for name in &plan.schemes {
+            if let Some(s) = info.schemes.iter().find(|s| &s.name == name) {
+                if !s.runnable {
+                    warn(format!(
+                        "{name} cannot run on the {side} node {} ({}); its runs will fail",
+                        info.node, s.detail
+                    ));
+                }
+            }
+        }
+    }
+    std::fs::create_dir_all(&plan.data_dir)
+        .with_context(|| format!("create {}", plan.data_dir.display()))?;
+    let mut m = plan.common_metadata();
+    m.insert("mode", json!("remote"));
+    m.insert("sender_side", json!(opts.sender));
+    m.insert("server_side", json!(opts.tunnel_server));
+    m.insert("local_agent", json!(nodes.local.addr));
+    m.insert("remote_agent", json!(nodes.remote.addr));
+    for (k, v) in [
+        ("local_addr", opts.local_addr.map(|x| x.to_string())),
+        ("remote_addr", opts.remote_addr.map(|x| x.to_string())),
+        ("local_if", opts.local_if.clone()),
+        ("remote_if", opts.remote_if.clone()),
+        ("ntp_addr", opts.ntp_addr.clone()),
+        ("local_desc", desc.local.clone()),
+        ("remote_desc", desc.remote.clone()),
+    ] {
+        if let Some(v) = v {
+            m.insert(k, json!(v));
+        }
+    }
+    m.insert("drain", json!(opts.drain.as_secs_f64()));
+    m.insert(
+        "max_clock_move_ms",
+        json!(opts.max_clock_move_ns as f64 / 1e6),
+    );
+    let node_json = |i: &proto::NodeInfo| {
+        json!({
+            "node": i.node, "hostname": i.hostname, "kernel": i.kernel,
+            "version": i.version, "sysctls": i.sysctls,
+        })
+    };
+    m.insert("local_node", node_json(&li));
+    m.insert("remote_node", node_json(&ri));
+    crate::plan::write_json(&plan.data_dir.join("pantheon_metadata.json"), &json!(m))
+}
+
+/// One run of an experiment: [`run_once_remote`] once both agents answer (a restarted one gets
+/// 10 s); if one does not, the run fails with the reason.
+pub fn run_when_ready(
+    plan: &ExperimentPlan,
+    opts: &RemoteOptions,
+    nodes: &Nodes,
+    scheme: &Scheme,
+    run_id: u32,
+    tag: &str,
+    progress: &dyn Fn(f64),
+) -> RunRecord {
+    if let Err(e) = wait_for_nodes(nodes, Duration::from_secs(10)) {
+        let mut r = RunRecord::new(&scheme.name, run_id);
+        r.outcome = crate::runner::RunOutcome::Failed {
+            reason: format!("{e:#}"),
+        };
+        return r;
+    }
+    run_once_remote(plan, opts, nodes, scheme, run_id, tag, progress)
 }

@@ -30,42 +30,26 @@ pub struct AgentClient {
 
 impl AgentClient {
     /// A client of the agent at `addr` (`host:port`, or `host` for port 7070), trusting
-    /// `credentials`' certificate and sending its token. Errors only for a malformed address.
+    /// `credentials`' certificate and sending its token; calls time out after
+    /// [`CALL_TIMEOUT`]. Errors only for a malformed address.
     pub fn new(addr: &str, credentials: &Credentials) -> anyhow::Result<AgentClient> {
-        let with_port = if addr
-            .rsplit_once(':')
-            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-        {
-            addr.to_owned()
-        } else {
-            format!("{addr}:{}", super::DEFAULT_PORT)
-        };
-        let host = with_port
-            .rsplit_once(':')
-            .map(|(h, _)| h.trim_matches(['[', ']']).to_owned())
-            .unwrap_or_default();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("start a tokio runtime")?;
-        let tls = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(&credentials.cert_pem))
-            .domain_name(host.clone());
-        let endpoint = Endpoint::from_shared(format!("https://{with_port}"))
-            .with_context(|| format!("agent address {addr:?}"))?
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(CALL_TIMEOUT)
-            .tls_config(tls)
-            .with_context(|| format!("TLS for agent {addr}"))?;
-        let channel = {
-            let _guard = rt.enter();
-            endpoint.connect_lazy()
-        };
+        AgentClient::with_timeout(addr, credentials, CALL_TIMEOUT)
+    }
+
+    /// [`AgentClient::new`] whose calls time out after `call_timeout` (a stalled agent fails
+    /// the call after that long; keep it above the longest drain of a stop, 60 s, for real
+    /// runs).
+    pub fn with_timeout(
+        addr: &str,
+        credentials: &Credentials,
+        call_timeout: Duration,
+    ) -> anyhow::Result<AgentClient> {
+        let c = connect(addr, super::DEFAULT_PORT, credentials, call_timeout)?;
         Ok(AgentClient {
-            rt,
-            grpc: Grpc::with_interceptor(channel, TokenHeader::new(credentials)),
-            addr: with_port,
-            host,
+            rt: c.rt,
+            grpc: Grpc::with_interceptor(c.channel, TokenHeader::new(credentials)),
+            addr: c.addr,
+            host: c.host,
         })
     }
 
@@ -150,7 +134,6 @@ impl AgentClient {
     /// broken stream keeps the files already complete); then, if `remove`, the node deletes
     /// them. Returns the names of the files written.
     pub fn fetch_logs(&self, run: &str, dir: &Path, remove: bool) -> anyhow::Result<Vec<String>> {
-        use std::io::Write;
         let req = proto::FetchRequest {
             run: Some(proto::RunRef {
                 run: run.to_owned(),
@@ -165,45 +148,130 @@ impl AgentClient {
                 .await
                 .map_err(|s| anyhow!("agent {addr}: fetch logs: {}", describe(&s)))?
                 .into_inner();
-            let mut names: Vec<String> = Vec::new();
-            let mut file: Option<std::fs::File> = None;
+            let from = format!("agent {addr}");
+            let mut out = ChunkWriter::new(dir, &from);
             while let Some(chunk) = stream
                 .message()
                 .await
                 .map_err(|s| anyhow!("agent {addr}: fetch logs: {}", describe(&s)))?
             {
-                // Plain names only: never write outside `dir`.
-                if chunk.name.is_empty() || chunk.name.contains('/') || chunk.name.starts_with('.')
-                {
-                    return Err(anyhow!(
-                        "agent {addr} sent a bad file name {:?}",
-                        chunk.name
-                    ));
-                }
-                if names.last() != Some(&chunk.name) {
-                    let p = dir.join(&chunk.name);
-                    file = Some(
-                        std::fs::File::create(&p)
-                            .with_context(|| format!("create {}", p.display()))?,
-                    );
-                    names.push(chunk.name.clone());
-                }
-                file.as_mut()
-                    .expect("opened above")
-                    .write_all(&chunk.data)
-                    .with_context(|| format!("write {}", dir.join(&chunk.name).display()))?;
+                out.write(&chunk.name, &chunk.data)?;
             }
-            Ok(names)
+            Ok(out.names)
         })
     }
 }
 
-/// A status as one line: `unavailable: <message>`.
-fn describe(s: &tonic::Status) -> String {
+/// A gRPC status as one line: `unavailable: <message>`.
+pub fn describe(s: &tonic::Status) -> String {
     let code = format!("{:?}", s.code()).to_lowercase();
     if s.message().is_empty() {
         code
     } else {
         format!("{code}: {}", s.message())
+    }
+}
+
+/// A lazily connected TLS channel to one of the testbed's gRPC servers (an agent or the
+/// daemon), with the single-threaded runtime that drives it.
+pub struct Connection {
+    /// Drives the channel's calls (`block_on`).
+    pub rt: tokio::runtime::Runtime,
+    /// The channel (connects at the first call).
+    pub channel: Channel,
+    /// `host:port`.
+    pub addr: String,
+    /// The host part (an IP address or name).
+    pub host: String,
+}
+
+/// A [`Connection`] to `addr` (`host:port`, or `host` for `default_port`) trusting
+/// `credentials`' certificate (it must name the host), connect timeout 5 s, calls timing out
+/// after `call_timeout`. Never fails because the server is down; errors only for a malformed
+/// address or TLS setup.
+pub fn connect(
+    addr: &str,
+    default_port: u16,
+    credentials: &Credentials,
+    call_timeout: Duration,
+) -> anyhow::Result<Connection> {
+    let with_port = if addr
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        addr.to_owned()
+    } else {
+        format!("{addr}:{default_port}")
+    };
+    let host = with_port
+        .rsplit_once(':')
+        .map(|(h, _)| h.trim_matches(['[', ']']).to_owned())
+        .unwrap_or_default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start a tokio runtime")?;
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(&credentials.cert_pem))
+        .domain_name(host.clone());
+    let endpoint = Endpoint::from_shared(format!("https://{with_port}"))
+        .with_context(|| format!("server address {addr:?}"))?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(call_timeout)
+        .tls_config(tls)
+        .with_context(|| format!("TLS for {addr}"))?;
+    let channel = {
+        let _guard = rt.enter();
+        endpoint.connect_lazy()
+    };
+    Ok(Connection {
+        rt,
+        channel,
+        addr: with_port,
+        host,
+    })
+}
+
+/// Writes a stream of file chunks (name, data; a file's chunks in a row) into a directory,
+/// each file as it arrives, so that a broken stream keeps the files already complete.
+pub struct ChunkWriter<'a> {
+    dir: &'a Path,
+    from: &'a str,
+    file: Option<std::fs::File>,
+    /// The files written so far, in order.
+    pub names: Vec<String>,
+}
+
+impl<'a> ChunkWriter<'a> {
+    /// Writes into `dir` what the server at `from` (for errors) sends.
+    pub fn new(dir: &'a Path, from: &'a str) -> ChunkWriter<'a> {
+        ChunkWriter {
+            dir,
+            from,
+            file: None,
+            names: Vec::new(),
+        }
+    }
+
+    /// Appends `data` to file `name` (created at its first chunk). Errors on a name that is
+    /// not a plain file name (never writes outside the directory) or a write error.
+    pub fn write(&mut self, name: &str, data: &[u8]) -> anyhow::Result<()> {
+        use std::io::Write;
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            return Err(anyhow!("{} sent a bad file name {name:?}", self.from));
+        }
+        let path = self.dir.join(name);
+        if self.names.last().map(String::as_str) != Some(name) {
+            self.file = Some(
+                std::fs::File::create(&path)
+                    .with_context(|| format!("create {}", path.display()))?,
+            );
+            self.names.push(name.to_owned());
+        }
+        self.file
+            .as_mut()
+            .expect("opened above")
+            .write_all(data)
+            .with_context(|| format!("write {}", path.display()))
     }
 }

@@ -30,8 +30,13 @@ pub const DEFAULT_PORT: u16 = 7_070;
 
 /// Prints one line of the agent's log on stderr, with a UTC timestamp.
 pub fn log(message: &str) {
+    log_as("pantheon-agent", message);
+}
+
+/// One line on stderr: UTC time (ms), `program`, `message` (the daemons' log format).
+pub fn log_as(program: &str, message: &str) {
     eprintln!(
-        "{} pantheon-agent: {message}",
+        "{} {program}: {message}",
         chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ")
     );
 }

@@ -531,46 +531,57 @@ impl Agent for AgentService {
                 "no files of run {run} on this node"
             )));
         }
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
-        tokio::task::spawn_blocking(move || {
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-                .unwrap_or_default();
-            entries.sort();
-            for path in entries.iter().filter(|p| p.is_file()) {
-                let name = path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let sent = std::fs::read(path).map_err(internal).and_then(|data| {
-                    // 1 MiB chunks; an empty file is still sent once, so that it exists.
-                    let mut chunks = data.chunks(1 << 20).peekable();
-                    if chunks.peek().is_none() {
-                        return tx
-                            .blocking_send(Ok(proto::FileChunk {
-                                name: name.clone(),
-                                data: vec![],
-                            }))
-                            .map_err(internal);
-                    }
-                    for c in chunks {
-                        tx.blocking_send(Ok(proto::FileChunk {
-                            name: name.clone(),
-                            data: c.to_vec(),
-                        }))
-                        .map_err(internal)?;
-                    }
-                    Ok(())
-                });
-                if let Err(e) = sent {
-                    let _ = tx.blocking_send(Err(e));
-                    return;
+        let remove = req.remove;
+        let stream = stream_files(
+            dir.clone(),
+            |name, data| proto::FileChunk { name, data },
+            move || {
+                if remove {
+                    let _ = std::fs::remove_dir_all(&dir);
                 }
-            }
-            if req.remove {
-                let _ = std::fs::remove_dir_all(&dir);
-            }
-        });
-        Ok(Response::new(ReceiverStream::new(rx)))
+            },
+        );
+        Ok(Response::new(stream))
     }
+}
+
+/// The plain files of `dir`, sorted by name, as a stream of chunks made by `chunk(name, data)`
+/// (1 MiB each; an empty file is sent once, so that it exists), read on a blocking thread;
+/// then `after()` runs (e.g. removes the directory). A read error ends the stream with it.
+pub fn stream_files<T: Send + 'static>(
+    dir: PathBuf,
+    chunk: fn(String, Vec<u8>) -> T,
+    after: impl FnOnce() + Send + 'static,
+) -> ReceiverStream<Result<T, Status>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::task::spawn_blocking(move || {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        entries.sort();
+        for path in entries.iter().filter(|p| p.is_file()) {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let sent = std::fs::read(path).map_err(internal).and_then(|data| {
+                if data.is_empty() {
+                    return tx
+                        .blocking_send(Ok(chunk(name.clone(), vec![])))
+                        .map_err(internal);
+                }
+                for c in data.chunks(1 << 20) {
+                    tx.blocking_send(Ok(chunk(name.clone(), c.to_vec())))
+                        .map_err(internal)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = sent {
+                let _ = tx.blocking_send(Err(e));
+                return;
+            }
+        }
+        after();
+    });
+    ReceiverStream::new(rx)
 }

@@ -1,0 +1,133 @@
+//! What the end-to-end testbed tests share: agents started in namespaces, commands, output.
+#![allow(dead_code)] // each test binary uses part of it
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// One agent process (started through nsenter into its node's namespace).
+pub struct Agent {
+    /// The process.
+    pub child: Child,
+    /// Its node name.
+    pub name: String,
+    /// Its namespace.
+    pub ns: String,
+    log: PathBuf,
+    /// Where this instance's lines start in `log` (a restarted agent appends to the log of the
+    /// one it replaces).
+    log_from: usize,
+}
+
+impl Agent {
+    /// Starts `pantheon-agent --name NAME` in namespace `ns`, with `dir/creds` and its data
+    /// in `dir/agent-NAME`, logging to `dir/agent-NAME.log`; returns once it listens.
+    pub fn start(ns: &str, name: &str, dir: &Path) -> Agent {
+        let log = dir.join(format!("agent-{name}.log"));
+        let log_from = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let child = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{ns}"))
+            .arg(env!("CARGO_BIN_EXE_pantheon-agent"))
+            .args(["--listen", "0.0.0.0:7070", "--name", name, "--credentials"])
+            .arg(dir.join("creds"))
+            .arg("--data-dir")
+            .arg(dir.join(format!("agent-{name}")))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("start pantheon-agent");
+        let a = Agent {
+            child,
+            name: name.to_owned(),
+            ns: ns.to_owned(),
+            log,
+            log_from,
+        };
+        // Listening once it says so.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !a.log_text().contains("listening on") {
+            assert!(
+                Instant::now() < deadline,
+                "agent {name} did not start: {}",
+                a.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        a
+    }
+
+    /// What this instance has logged so far.
+    pub fn log_text(&self) -> String {
+        let text = std::fs::read(&self.log).unwrap_or_default();
+        String::from_utf8_lossy(text.get(self.log_from..).unwrap_or_default()).into_owned()
+    }
+
+    /// This agent's run namespaces that exist now.
+    pub fn namespaces(&self) -> Vec<String> {
+        netns::list_named()
+            .into_iter()
+            .filter(|n| n.starts_with(&format!("pa-{}-", self.name)))
+            .collect()
+    }
+
+    /// SIGTERM, then SIGKILL after 10 s; reaps it.
+    pub fn stop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return; // already ended (and reaped): its pid may be someone else's now
+        }
+        // SAFETY: plain syscall on our own, still running child.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs a command; panics with its stderr if it fails.
+pub fn sh(args: &[&str]) {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A command's stdout and stderr.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A JSON file, parsed.
+pub fn read_json(p: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
+}
