@@ -8,6 +8,8 @@ source scripts/setup.sh
 # quiche's BoringSSL (QUIC BBRv2) needs cmake, a C++ compiler and libclang; the Nix pins are
 # checked with nix-instantiate.
 need_packages cmake g++ libclang-dev nix-bin
+# The daemon's web pages are checked in headless Chromium (tests/testbed.rs).
+need_packages chromium
 # The remote tests run an sshd of their own inside a namespace (`pantheon node bootstrap`):
 # install openssh-server without letting its package start the system's ssh service.
 if ! dpkg -s openssh-server >/dev/null 2>&1; then

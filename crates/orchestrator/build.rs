@@ -1,12 +1,15 @@
 //! Embeds every descriptor of the workspace's `schemes/` directory into the binary, so that
-//! `pantheon` knows its schemes wherever it is installed, and compiles the agent's protocol
-//! (`proto/agent.proto`) with the protoc shipped in `protoc-bin-vendored` (no apt step).
+//! `pantheon` knows its schemes wherever it is installed, and compiles the agent's and the
+//! daemon's protocols (`proto/agent.proto`, `proto/testbed.proto`) with the protoc shipped in
+//! `protoc-bin-vendored` (no apt step).
 use std::fmt::Write as _;
 
 fn main() {
     let protoc = protoc_bin_vendored::protoc_bin_path().expect("protoc-bin-vendored has protoc");
     std::env::set_var("PROTOC", protoc);
-    tonic_prost_build::compile_protos("proto/agent.proto").expect("compile proto/agent.proto");
+    for proto in ["proto/agent.proto", "proto/testbed.proto"] {
+        tonic_prost_build::compile_protos(proto).unwrap_or_else(|e| panic!("compile {proto}: {e}"));
+    }
     // Read at run time, not `env!`: a build script compiled in another checkout (a shared
     // CARGO_TARGET_DIR) must still look in this one.
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");

@@ -393,6 +393,73 @@ fn draw_convergence<DB: DrawingBackend>(
     root.present().map_err(e)
 }
 
+/// One series of [`history_plot`]: its label and its `(x, throughput Mbit/s, delay ms)` points.
+pub type HistorySeries = (String, Vec<(f64, f64, f64)>);
+
+/// A scheme's performance over time on one path (Pantheon's Finding 3: it varies) to an SVG
+/// or PNG file: two panels against `x_desc` (e.g. days since the first experiment), the mean
+/// throughput (Mbit/s) and the mean 95th-percentile one-way delay (ms) of each experiment, one
+/// colored series per group (e.g. "1 flow", "3 flows") as dots joined by lines. Points are
+/// `(x, throughput, delay)`.
+pub fn history_plot(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    series: &[HistorySeries],
+) -> Result<(), PlotError> {
+    to_file!(path, (900, 700), draw_history, title, x_desc, series)
+}
+
+fn draw_history<DB: DrawingBackend>(
+    root: Area<DB>,
+    title: &str,
+    x_desc: &str,
+    series: &[HistorySeries],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let root = root.titled(title, ("sans-serif", 18)).map_err(e)?;
+    let panels = root.split_evenly((2, 1));
+    let points = || series.iter().flat_map(|s| s.1.iter());
+    let x_max = points().map(|p| p.0).fold(0.0, f64::max);
+    let x_range = -0.05 * x_max.max(1.0)..x_max.max(1.0) * 1.05;
+    for (panel, (y_desc, pick)) in panels.iter().zip([
+        (
+            "Throughput (Mbit/s)",
+            (|p: &(f64, f64, f64)| p.1) as fn(&(f64, f64, f64)) -> f64,
+        ),
+        ("95th percentile one-way delay (ms)", |p| p.2),
+    ]) {
+        let y_max = points().map(pick).fold(0.0, f64::max).max(1.0) * 1.15;
+        let mut chart = ChartBuilder::on(panel)
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(x_range.clone(), 0.0..y_max)
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .draw()
+            .map_err(e)?;
+        for (i, (label, pts)) in series.iter().enumerate() {
+            let color = FLOW_COLORS[i % FLOW_COLORS.len()];
+            let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, pick(p))).collect();
+            chart
+                .draw_series(LineSeries::new(xy.clone(), color.stroke_width(1)))
+                .map_err(e)?;
+            chart
+                .draw_series(xy.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                .map_err(e)?
+                .label(label.clone())
+                .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
+        }
+        legend(&mut chart, SeriesLabelPosition::LowerRight).map_err(e)?;
+    }
+    root.present().map_err(e)
+}
+
 /// The legend box of every plot here, at `position`.
 type Chart<'a, DB> = ChartContext<
     'a,

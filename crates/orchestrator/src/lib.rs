@@ -17,6 +17,7 @@
 //! - [`agent`]: the testbed's node agent (`pantheon-agent`), its gRPC protocol and client.
 //! - [`remote`]: `pantheon run remote`, one run between two agents.
 //! - [`clock`]: NTP clock offsets before and after a run → each log's correction.
+//! - [`testbed`]: `pantheon serve`, the orchestrator daemon (schedule, archive, web pages).
 
 pub mod agent;
 pub mod analyze;
@@ -30,3 +31,4 @@ pub mod runner;
 pub mod schemes;
 pub mod setup;
 pub mod shell;
+pub mod testbed;

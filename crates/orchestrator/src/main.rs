@@ -17,6 +17,8 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
+mod testbed_cli;
+
 /// Pantheon-rs: a testbed for Internet congestion control.
 ///
 /// Runs transport schemes (TCP Cubic, BBR, …) over an emulated path through an instrumented
@@ -71,6 +73,26 @@ enum Top {
     /// bounds, leave-one-out check, wall time), figure3.svg (real vs emulated per scheme, the
     /// paper's Figure 3) and convergence.svg. See docs/calibration.md.
     Calibrate(Box<CalibrateArgs>),
+    /// The testbed's orchestrator daemon: runs the testbed file's experiment matrix on a
+    /// schedule (round-robin tournaments over node pairs, no node in two experiments at once)
+    /// through the nodes' agents, analyses and archives every experiment (SQLite), and serves
+    /// the archive as web pages and to `pantheon submit|status|results` (gRPC).
+    Serve(Box<testbed_cli::ServeArgs>),
+    /// Queue one experiment between two testbed nodes on the daemon, outside its schedule.
+    Submit(Box<testbed_cli::SubmitArgs>),
+    /// What the daemon is doing: busy nodes, experiments running and queued.
+    Status {
+        #[command(flatten)]
+        daemon: testbed_cli::DaemonArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The daemon's archive: list experiments, show one, fetch its results directory.
+    Results {
+        #[command(subcommand)]
+        action: testbed_cli::ResultsAction,
+    },
     /// Testbed nodes: credentials for their agents, what a node is.
     Node {
         #[command(subcommand)]
@@ -560,6 +582,10 @@ fn real_main(cli: Cli) -> anyhow::Result<ExitCode> {
             mode: RunMode::Remote(args),
         } => run_remote(*args),
         Top::Node { action } => run_node(action),
+        Top::Serve(args) => testbed_cli::serve(*args),
+        Top::Submit(args) => testbed_cli::submit(*args),
+        Top::Status { daemon, json } => testbed_cli::status(daemon, json),
+        Top::Results { action } => testbed_cli::results(action),
         Top::Calibrate(args) => run_calibrate(*args),
         Top::Analyze { dir, schemes_dir } => {
             let registry = Registry::load(schemes_dir.as_deref())?;
@@ -1233,64 +1259,15 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
         local: &local,
         remote: &remote_agent,
     };
-    let (li, ri) = remote::wait_for_nodes(&nodes, Duration::from_secs(10))?;
-    for (side, info) in [("local", &li), ("remote", &ri)] {
-        for name in &plan.schemes {
-            if let Some(s) = info.schemes.iter().find(|s| &s.name == name) {
-                if !s.runnable {
-                    eprintln!(
-                        "warning: {name} cannot run on the {side} node {} ({}); its runs will fail",
-                        info.node, s.detail
-                    );
-                }
-            }
-        }
-    }
-    std::fs::create_dir_all(&plan.data_dir)
-        .with_context(|| format!("create {}", plan.data_dir.display()))?;
-    let mut m = plan.common_metadata();
-    use serde_json::json;
-    m.insert("mode", json!("remote"));
-    m.insert("sender_side", json!(opts.sender));
-    m.insert("server_side", json!(opts.tunnel_server));
-    m.insert("local_agent", json!(local.addr));
-    m.insert("remote_agent", json!(remote_agent.addr));
-    for (k, v) in [
-        ("local_addr", a.local_addr.map(|x| x.to_string())),
-        ("remote_addr", a.remote_addr.map(|x| x.to_string())),
-        ("local_if", a.local_if.clone()),
-        ("remote_if", a.remote_if.clone()),
-        ("ntp_addr", a.ntp_addr.clone()),
-        ("local_desc", a.local_desc.clone()),
-        ("remote_desc", a.remote_desc.clone()),
-    ] {
-        if let Some(v) = v {
-            m.insert(k, json!(v));
-        }
-    }
-    m.insert("drain", json!(opts.drain.as_secs_f64()));
-    m.insert("max_clock_move_ms", json!(a.max_clock_move_ms));
-    let node_json = |i: &pantheon_orchestrator::agent::proto::NodeInfo| {
-        json!({
-            "node": i.node, "hostname": i.hostname, "kernel": i.kernel,
-            "version": i.version, "sysctls": i.sysctls,
-        })
+    let desc = remote::Descriptions {
+        local: a.local_desc.clone(),
+        remote: a.remote_desc.clone(),
     };
-    m.insert("local_node", node_json(&li));
-    m.insert("remote_node", node_json(&ri));
-    write_json(&plan.data_dir.join("pantheon_metadata.json"), &json!(m))?;
+    remote::start_experiment(&plan, &opts, &nodes, &desc, &|w| eprintln!("warning: {w}"))?;
     eprintln!(
         "Remote experiment: sender on the {} node, tunnel server on the {} node ({} ↔ {})",
-        if opts.sender == remote::Node::Local {
-            "local"
-        } else {
-            "remote"
-        },
-        if opts.tunnel_server == remote::Node::Local {
-            "local"
-        } else {
-            "remote"
-        },
+        opts.sender.name(),
+        opts.tunnel_server.name(),
         local.addr,
         remote_agent.addr
     );
@@ -1301,15 +1278,7 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
         &registry,
         &prefix,
         &|scheme, run_id, tag, progress| {
-            // A node that was restarted gets a few seconds to answer before the run fails.
-            if let Err(e) = remote::wait_for_nodes(&nodes, Duration::from_secs(10)) {
-                let mut r = runner::RunRecord::new(&scheme.name, run_id);
-                r.outcome = RunOutcome::Failed {
-                    reason: format!("{e:#}"),
-                };
-                return r;
-            }
-            remote::run_once_remote(&plan, &opts, &nodes, scheme, run_id, tag, progress)
+            remote::run_when_ready(&plan, &opts, &nodes, scheme, run_id, tag, progress)
         },
     )
 }

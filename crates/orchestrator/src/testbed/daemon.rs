@@ -1,0 +1,505 @@
+//! The scheduling loop of `pantheon serve` and the execution of one archived experiment.
+//!
+//! Every tick (default 1 s) the daemon queues a tournament when one is due
+//! ([`schedule::tournament_due`]), then starts every queued experiment whose two nodes are
+//! free ([`schedule::pick`]), each on a thread of its own. An experiment runs its schemes'
+//! runs one by one between its two agents ([`crate::remote`]: sender node = Pantheon's
+//! `local`, receiver = `remote` and tunnel server), recording each run in the archive as it
+//! starts and ends; then it is analysed (the report, `pantheon_perf.json`) and its metrics
+//! archived. Runs already recorded are never run again: an experiment interrupted by a daemon
+//! restart resumes at its first unrecorded run, in the same results directory.
+//!
+//! Failures stay where they happen: a run that fails is recorded as failed and the experiment
+//! goes on; an agent that does not answer (down, or stalled past the call timeout) fails the
+//! experiment, not the daemon, and frees its nodes for the next one.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde_json::Value;
+
+use super::archive::{self, stamp, Archive, NewExperiment, RunMetrics, SchemeStats, Status};
+use super::config::{NodeConfig, TestbedConfig};
+use super::schedule;
+use crate::agent::auth::Credentials;
+use crate::agent::client::AgentClient;
+use crate::plan::ExperimentPlan;
+use crate::remote::{self, Descriptions, Node, Nodes, RemoteOptions};
+use crate::runner::RunOutcome;
+use crate::schemes::Registry;
+
+/// The daemon's state: its testbed, archive and which nodes are busy.
+pub struct Daemon {
+    config: TestbedConfig,
+    archive: Arc<dyn Archive>,
+    registry: Registry,
+    results_dir: PathBuf,
+    credentials: Credentials,
+    busy: Mutex<BTreeSet<String>>,
+    running: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    stop: AtomicBool,
+}
+
+/// An experiment asked for by hand (`pantheon submit`); `None`s take the matrix's values.
+#[derive(Debug, Clone, Default)]
+pub struct Submission {
+    /// Sending node's name.
+    pub sender: String,
+    /// Receiving node's name.
+    pub receiver: String,
+    /// Schemes in run order (empty: the matrix's).
+    pub schemes: Vec<String>,
+    /// Flows per run.
+    pub flows: Option<u16>,
+    /// Runs per scheme.
+    pub run_times: Option<u32>,
+    /// Seconds per run.
+    pub runtime_s: Option<f64>,
+    /// Seconds between flows.
+    pub interval_s: Option<f64>,
+}
+
+/// One line on the daemon's log (stderr), timestamped like the agent's.
+pub fn log(message: &str) {
+    crate::agent::log_as("pantheon serve", message);
+}
+
+impl Daemon {
+    /// A daemon for `config`, archiving in `archive`, writing each experiment's results
+    /// directory under `results_dir/<number>/`. Errors if the credentials cannot be read or
+    /// `results_dir` created.
+    pub fn new(
+        config: TestbedConfig,
+        archive: Arc<dyn Archive>,
+        registry: Registry,
+        results_dir: PathBuf,
+    ) -> anyhow::Result<Arc<Daemon>> {
+        let credentials = Credentials::load(&config.credentials, false)?;
+        std::fs::create_dir_all(&results_dir)
+            .with_context(|| format!("create {}", results_dir.display()))?;
+        Ok(Arc::new(Daemon {
+            config,
+            archive,
+            registry,
+            results_dir,
+            credentials,
+            busy: Mutex::new(BTreeSet::new()),
+            running: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+        }))
+    }
+
+    /// The archive.
+    pub fn archive(&self) -> &Arc<dyn Archive> {
+        &self.archive
+    }
+
+    /// The testbed.
+    pub fn config(&self) -> &TestbedConfig {
+        &self.config
+    }
+
+    /// Nodes in an experiment now, sorted.
+    pub fn busy_nodes(&self) -> Vec<String> {
+        let busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        busy.iter().cloned().collect()
+    }
+
+    /// Queues one experiment from `sender` to `receiver` (node names) outside the schedule;
+    /// `None`s and empty `schemes` take the matrix's values. Returns its number. Errors: an
+    /// unknown or identical node, an unknown scheme, zero flows or runs, a non-positive
+    /// runtime.
+    pub fn submit(&self, req: Submission) -> anyhow::Result<i64> {
+        let m = &self.config.matrix;
+        let node = |n: &str| {
+            self.config.node(n).ok_or_else(|| {
+                let known: Vec<&str> = self.config.nodes.iter().map(|n| n.name.as_str()).collect();
+                anyhow!("no node {n:?} in the testbed (nodes: {})", known.join(", "))
+            })
+        };
+        let (s, r) = (node(&req.sender)?, node(&req.receiver)?);
+        if s.name == r.name {
+            anyhow::bail!("sender and receiver are the same node {:?}", s.name);
+        }
+        let schemes = if req.schemes.is_empty() {
+            m.schemes.clone()
+        } else {
+            req.schemes
+        };
+        for name in &schemes {
+            self.registry.get(name)?;
+        }
+        let link = s.link.max(r.link);
+        let spec = schedule::ExperimentSpec {
+            sender: s.name.clone(),
+            receiver: r.name.clone(),
+            link,
+            flows: req.flows.unwrap_or(m.flows[0]),
+            run_times: req.run_times.unwrap_or(m.runs.of(link)),
+        };
+        let runtime_s = req.runtime_s.unwrap_or(m.runtime);
+        if spec.flows == 0 || spec.run_times == 0 || runtime_s.is_nan() || runtime_s <= 0.0 {
+            anyhow::bail!("flows, runs and runtime must be positive");
+        }
+        let e = NewExperiment {
+            spec,
+            schemes,
+            runtime_s,
+            interval_s: req.interval_s.unwrap_or(m.interval).max(0.0),
+        };
+        let id = self.archive.submit(&archive::now(), &e)?;
+        log(&format!(
+            "experiment {id} submitted: {} → {}",
+            e.spec.sender, e.spec.receiver
+        ));
+        Ok(id)
+    }
+
+    /// After a restart: queues again what was running and stops the runs that were in
+    /// progress on their agents, moving their files into `<results>/<n>/interrupted/<run>/`
+    /// (best effort: an agent that is down has nothing to stop). Returns how many runs were
+    /// interrupted.
+    pub fn recover(&self) -> anyhow::Result<usize> {
+        let interrupted = self.archive.recover()?;
+        for i in &interrupted {
+            log(&format!(
+                "experiment {}: run {} was interrupted by a restart; stopping it on {} and {}",
+                i.experiment, i.name, i.nodes[0], i.nodes[1]
+            ));
+            // What the run left on the nodes is kept beside the experiment's results, out of
+            // the analysis' way.
+            let keep = self
+                .results_dir
+                .join(i.experiment.to_string())
+                .join("interrupted")
+                .join(&i.name);
+            for n in &i.nodes {
+                let Some(node) = self.config.node(n) else {
+                    continue;
+                };
+                let stopped = self.client(node).and_then(|c| {
+                    c.stop_run(&i.name, Duration::ZERO)?;
+                    std::fs::create_dir_all(&keep)
+                        .with_context(|| format!("create {}", keep.display()))?;
+                    c.fetch_logs(&i.name, &keep, true)
+                });
+                if let Err(e) = stopped {
+                    log(&format!("  {n}: {e:#}"));
+                }
+            }
+        }
+        Ok(interrupted.len())
+    }
+
+    fn client(&self, node: &NodeConfig) -> anyhow::Result<AgentClient> {
+        AgentClient::with_timeout(&node.agent, &self.credentials, self.config.call_timeout())
+    }
+
+    /// One scheduling step at `now`: queues a tournament if due, starts what can start.
+    /// Returns the numbers of the experiments started.
+    pub fn tick(self: &Arc<Self>, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Vec<i64>> {
+        let last = self.archive.last_tournament()?;
+        let (last_s, unfinished) = match &last {
+            Some((id, at)) => (
+                chrono::DateTime::parse_from_rfc3339(at)
+                    .map(|t| t.timestamp_millis() as f64 / 1e3)
+                    .ok(),
+                self.archive.unfinished(*id)?,
+            ),
+            None => (None, 0),
+        };
+        let now_s = now.timestamp_millis() as f64 / 1e3;
+        if schedule::tournament_due(last_s, self.config.schedule.every, now_s, unfinished) {
+            let m = &self.config.matrix;
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(now.timestamp_millis() as u64);
+            let experiments: Vec<NewExperiment> = schedule::tournament(&self.config)
+                .into_iter()
+                .map(|spec| {
+                    let mut schemes = m.schemes.clone();
+                    if m.random_order {
+                        schemes.shuffle(&mut rng);
+                    }
+                    NewExperiment {
+                        spec,
+                        schemes,
+                        runtime_s: m.runtime,
+                        interval_s: m.interval,
+                    }
+                })
+                .collect();
+            let t = self.archive.start_tournament(&stamp(now), &experiments)?;
+            log(&format!(
+                "tournament {t}: {} experiments queued",
+                experiments.len()
+            ));
+        }
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let picked = schedule::pick(&self.archive.queued()?, &busy);
+        let mut started = Vec::new();
+        for id in picked {
+            let Some(e) = self.archive.experiment(id)? else {
+                continue;
+            };
+            let dir = self.results_dir.join(id.to_string());
+            self.archive
+                .set_running(id, &dir.display().to_string(), &stamp(now))?;
+            busy.insert(e.sender.clone());
+            busy.insert(e.receiver.clone());
+            let me = Arc::clone(self);
+            let handle = std::thread::Builder::new()
+                .name(format!("experiment-{id}"))
+                .spawn(move || {
+                    log(&format!(
+                        "experiment {id}: {} → {}, {} flow(s), {} × {} run(s) → {}",
+                        e.sender,
+                        e.receiver,
+                        e.flows,
+                        e.schemes.join(" "),
+                        e.run_times,
+                        dir.display()
+                    ));
+                    // A bug that panics fails this experiment, not the daemon (and frees its
+                    // nodes below).
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        me.execute(id, &dir)
+                    }))
+                    .unwrap_or_else(|_| Err(anyhow!("the experiment's thread panicked")));
+                    if me.stop.load(Ordering::SeqCst) {
+                        // Stopped by the daemon's shutdown: left running in the archive, so
+                        // that the next start resumes it.
+                        log(&format!("experiment {id}: paused by shutdown"));
+                    } else {
+                        let (status, error) = match &result {
+                            Ok(()) => (Status::Done, None),
+                            Err(err) => (Status::Failed, Some(format!("{err:#}"))),
+                        };
+                        if status == Status::Failed {
+                            let _ = me.archive.finish(
+                                id,
+                                status,
+                                error.as_deref(),
+                                &[],
+                                &[],
+                                &archive::now(),
+                            );
+                        }
+                        log(&format!(
+                            "experiment {id}: {}{}",
+                            status.as_str(),
+                            error.map(|e| format!(": {e}")).unwrap_or_default()
+                        ));
+                    }
+                    let mut busy = me.busy.lock().unwrap_or_else(|e| e.into_inner());
+                    busy.remove(&e.sender);
+                    busy.remove(&e.receiver);
+                })
+                .context("start an experiment thread")?;
+            self.running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(handle);
+            started.push(id);
+        }
+        Ok(started)
+    }
+
+    /// Schedules every `tick` until [`Daemon::shutdown`]; then waits for the experiments in
+    /// progress to pause (their current run ends early, as on Ctrl-C).
+    pub fn run(self: &Arc<Self>, tick: Duration) {
+        while !self.stop.load(Ordering::SeqCst) {
+            if let Err(e) = self.tick(chrono::Utc::now()) {
+                log(&format!("scheduling: {e:#}"));
+            }
+            self.running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|h| !h.is_finished());
+            let mut slept = Duration::ZERO;
+            while slept < tick && !self.stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(50));
+                slept += Duration::from_millis(50);
+            }
+        }
+        let handles = std::mem::take(&mut *self.running.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+
+    /// Asks [`Daemon::run`] to stop (and the runs in progress to end early).
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        crate::runner::INTERRUPTED.store(true, Ordering::SeqCst);
+    }
+
+    /// Runs experiment `id` in `dir` (resuming after its recorded runs) and archives its
+    /// analysis. Errors: unknown node, an agent that does not answer, analysis failure.
+    fn execute(&self, id: i64, dir: &Path) -> anyhow::Result<()> {
+        let e = self
+            .archive
+            .experiment(id)?
+            .ok_or_else(|| anyhow!("experiment {id} is not in the archive"))?;
+        let node = |name: &str| {
+            self.config
+                .node(name)
+                .ok_or_else(|| anyhow!("node {name:?} is no longer in the testbed file"))
+        };
+        let (sn, rn) = (node(&e.sender)?, node(&e.receiver)?);
+        let plan = ExperimentPlan {
+            schemes: e.schemes.clone(),
+            run_times: e.run_times,
+            start_run_id: 1,
+            runtime: Duration::from_secs_f64(e.runtime_s),
+            flows: e.flows,
+            interval: Duration::from_secs_f64(e.interval_s),
+            first_side_setup: Duration::from_secs(1),
+            drain_timeout: Duration::ZERO,
+            random_order: false,
+            data_dir: dir.to_owned(),
+            seed: 0,
+            uplink_trace: PathBuf::new(),
+            downlink_trace: PathBuf::new(),
+            prepend_mm_cmds: String::new(),
+            append_mm_cmds: String::new(),
+            extra_mm_link_args: String::new(),
+            schemes_dir: None,
+        };
+        plan.check(&self.registry)?;
+        let opts = RemoteOptions {
+            sender: Node::Local,
+            tunnel_server: Node::Remote,
+            local_addr: sn.address,
+            remote_addr: rn.address,
+            local_if: sn.interface.clone(),
+            remote_if: rn.interface.clone(),
+            ntp_addr: self.config.ntp_addr.clone(),
+            ntp_samples: 4,
+            max_clock_move_ns: 1_000_000,
+            drain: Duration::from_secs(1),
+        };
+        let (local, remote_agent) = (self.client(sn)?, self.client(rn)?);
+        remote::check_options(&opts, &remote_agent.host)?;
+        let nodes = Nodes {
+            local: &local,
+            remote: &remote_agent,
+        };
+        let desc = Descriptions {
+            local: Some(format!("{} ({})", sn.name, sn.description)),
+            remote: Some(format!("{} ({})", rn.name, rn.description)),
+        };
+        remote::start_experiment(&plan, &opts, &nodes, &desc, &|w| {
+            log(&format!("experiment {id}: {w}"))
+        })?;
+        let done: BTreeSet<(String, u32)> = self
+            .archive
+            .runs(id)?
+            .into_iter()
+            .map(|r| (r.scheme, r.run))
+            .collect();
+        let mut seq = 0;
+        for run_id in 1..=e.run_times {
+            for name in &e.schemes {
+                if self.stop.load(Ordering::SeqCst) {
+                    return Ok(());
+                }
+                if done.contains(&(name.clone(), run_id)) {
+                    continue; // recorded before a restart: counted once
+                }
+                let scheme = self.registry.get(name)?;
+                // An agent that does not answer (down, or stalled past the call timeout) ends
+                // the experiment before the run is recorded.
+                remote::wait_for_nodes(&nodes, Duration::from_secs(10))
+                    .with_context(|| format!("before {name} run {run_id}"))?;
+                let tag = format!("e{id}a{}-{seq}", e.attempts);
+                seq += 1;
+                self.archive.run_started(id, name, run_id, &tag)?;
+                let rec =
+                    remote::run_once_remote(&plan, &opts, &nodes, scheme, run_id, &tag, &|_| {});
+                let outcome = match &rec.outcome {
+                    RunOutcome::Ok => Ok(()),
+                    RunOutcome::Failed { reason } => Err(reason.as_str()),
+                    // Ended by the shutdown: left `running`, so the restart re-runs it.
+                    RunOutcome::Interrupted => return Ok(()),
+                };
+                self.archive.run_finished(id, name, run_id, outcome)?;
+                log(&format!(
+                    "experiment {id}: {name} run {run_id}: {}",
+                    match outcome {
+                        Ok(()) => "done".to_owned(),
+                        Err(r) => format!("FAILED: {r}"),
+                    }
+                ));
+                record_run(dir, &rec)?;
+            }
+        }
+        crate::analyze::analyze_dir(dir, &self.registry)?;
+        let (runs, stats) = read_perf(&dir.join("pantheon_perf.json"))?;
+        self.archive
+            .finish(id, Status::Done, None, &runs, &stats, &archive::now())
+    }
+}
+
+/// Adds (or replaces) `rec` in `dir/pantheon_runs.json`, keeping the records of the runs
+/// before it, those of an earlier attempt included.
+fn record_run(dir: &Path, rec: &crate::runner::RunRecord) -> anyhow::Result<()> {
+    let path = dir.join("pantheon_runs.json");
+    let mut all: Vec<Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let new = serde_json::to_value(rec)?;
+    all.retain(|r| !(r["scheme"] == new["scheme"] && r["run_id"] == new["run_id"]));
+    all.push(new);
+    crate::plan::write_json(&path, &Value::Array(all))
+}
+
+/// Per-run metrics (all flows) and per-scheme means from an analysis's `pantheon_perf.json`
+/// (`{scheme: {run_id: {"all": {tput, delay, loss}}}}`; runs without metrics are skipped).
+pub fn read_perf(path: &Path) -> anyhow::Result<(Vec<RunMetrics>, Vec<SchemeStats>)> {
+    let perf: Value = serde_json::from_str(
+        &std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?,
+    )
+    .with_context(|| format!("parse {}", path.display()))?;
+    let mut runs = Vec::new();
+    let mut stats = Vec::new();
+    for (scheme, by_run) in perf.as_object().into_iter().flatten() {
+        let mut mine = Vec::new();
+        for (run, v) in by_run.as_object().into_iter().flatten() {
+            let all = &v["all"];
+            let (Ok(run), Some(tput), Some(delay), Some(loss)) = (
+                run.parse::<u32>(),
+                all["tput"].as_f64(),
+                all["delay"].as_f64(),
+                all["loss"].as_f64(),
+            ) else {
+                continue;
+            };
+            mine.push(RunMetrics {
+                scheme: scheme.clone(),
+                run,
+                tput_mbps: tput,
+                delay_ms: delay,
+                loss,
+            });
+        }
+        if !mine.is_empty() {
+            let n = mine.len() as f64;
+            let mean = |f: fn(&RunMetrics) -> f64| mine.iter().map(f).sum::<f64>() / n;
+            stats.push(SchemeStats {
+                scheme: scheme.clone(),
+                runs: mine.len() as u32,
+                tput_mbps: mean(|m| m.tput_mbps),
+                delay_ms: mean(|m| m.delay_ms),
+                loss: mean(|m| m.loss),
+            });
+        }
+        runs.extend(mine);
+    }
+    Ok((runs, stats))
+}
