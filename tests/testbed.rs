@@ -811,22 +811,19 @@ fn with_twenty_simulated_agents_failing_and_stalled_ones_do_not_block_the_schedu
         assert!(Instant::now() < deadline, "daemon did not start: {t}");
         std::thread::sleep(Duration::from_millis(50));
     };
-    let list = || -> Value {
+    // `pantheon results ACTION… --json` against the daemon.
+    let results = |action: &[&str]| -> Value {
         let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
-            .args([
-                "results",
-                "list",
-                "--json",
-                "--daemon",
-                &grpc,
-                "--credentials",
-            ])
+            .arg("results")
+            .args(action)
+            .args(["--json", "--daemon", &grpc, "--credentials"])
             .arg(&creds)
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", text(&out));
         serde_json::from_slice(&out.stdout).unwrap()
     };
+    let list = || results(&["list"]);
     let involves = |e: &Value, k: usize| {
         e["sender"] == format!("s{k}").as_str() || e["receiver"] == format!("s{k}").as_str()
     };
@@ -875,20 +872,7 @@ fn with_twenty_simulated_agents_failing_and_stalled_ones_do_not_block_the_schedu
         })
         .expect("an experiment with a failing agent ended");
     let id = failing["id"].as_i64().unwrap().to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
-        .args([
-            "results",
-            "show",
-            &id,
-            "--json",
-            "--daemon",
-            &grpc,
-            "--credentials",
-        ])
-        .arg(&creds)
-        .output()
-        .unwrap();
-    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = results(&["show", &id]);
     let reason = shown["runs"][0]["reason"]
         .as_str()
         .unwrap_or_default()

@@ -24,7 +24,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::archive::{Archive, Experiment, Filter, Status};
+use super::archive::{Archive, Experiment, Filter, HistoryPoint, Status};
 
 /// What the pages read: the archive and where history plots are drawn.
 #[derive(Clone)]
@@ -365,24 +365,26 @@ async fn file(State(s): State<WebState>, UrlPath((id, name)): UrlPath<(i64, Stri
     }
 }
 
-fn history_args(q: &HashMap<String, String>) -> Result<(String, String, String), Response> {
+/// The history pages' `sender`, `receiver` and `scheme`, and the archive's points for them.
+fn history_points(
+    s: &WebState,
+    q: &HashMap<String, String>,
+) -> Result<(String, String, String, Vec<HistoryPoint>), Response> {
     let get = |k: &str| {
         q.get(k)
             .filter(|v| !v.is_empty())
             .cloned()
             .ok_or_else(|| error(StatusCode::BAD_REQUEST, format!("missing ?{k}=")))
     };
-    Ok((get("sender")?, get("receiver")?, get("scheme")?))
+    let (snd, rcv, scheme) = (get("sender")?, get("receiver")?, get("scheme")?);
+    let points = s.archive.history(&snd, &rcv, &scheme).map_err(internal)?;
+    Ok((snd, rcv, scheme, points))
 }
 
 async fn history(State(s): State<WebState>, Query(q): Query<HashMap<String, String>>) -> Response {
-    let (snd, rcv, scheme) = match history_args(&q) {
+    let (snd, rcv, scheme, points) = match history_points(&s, &q) {
         Ok(a) => a,
         Err(r) => return r,
-    };
-    let points = match s.archive.history(&snd, &rcv, &scheme) {
-        Ok(p) => p,
-        Err(e) => return internal(e),
     };
     let mut b = format!(
         "<p>{} experiment(s).</p><img id=\"history-plot\" alt=\"history plot\" \
@@ -418,13 +420,9 @@ async fn history_svg(
     State(s): State<WebState>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let (snd, rcv, scheme) = match history_args(&q) {
+    let (snd, rcv, scheme, points) = match history_points(&s, &q) {
         Ok(a) => a,
         Err(r) => return r,
-    };
-    let points = match s.archive.history(&snd, &rcv, &scheme) {
-        Ok(p) => p,
-        Err(e) => return internal(e),
     };
     let t = |at: &str| {
         chrono::DateTime::parse_from_rfc3339(at)
