@@ -136,12 +136,7 @@ impl Bed {
     /// services listen.
     fn start_daemon(&mut self) {
         let log = self.dir.join("daemon.log");
-        let from = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
+        let (out, from) = common::append_log(&log);
         let child = Command::new("nsenter")
             .arg(format!("--net=/run/netns/{}", self.namespaces[0].name()))
             .arg(env!("CARGO_BIN_EXE_pantheon"))

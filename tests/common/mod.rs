@@ -26,12 +26,7 @@ impl Agent {
     /// in `dir/agent-NAME`, logging to `dir/agent-NAME.log`; returns once it listens.
     pub fn start(ns: &str, name: &str, dir: &Path) -> Agent {
         let log = dir.join(format!("agent-{name}.log"));
-        let log_from = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
+        let (out, log_from) = append_log(&log);
         let child = Command::new("nsenter")
             .arg(format!("--net=/run/netns/{ns}"))
             .arg(env!("CARGO_BIN_EXE_pantheon-agent"))
@@ -103,6 +98,18 @@ impl Drop for Agent {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `path` opened for appending (created if missing), and its length: where the lines of the
+/// process about to write to it start (a restarted process appends to its predecessor's log).
+pub fn append_log(path: &Path) -> (std::fs::File, usize) {
+    let from = std::fs::metadata(path).map_or(0, |m| m.len() as usize);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    (file, from)
 }
 
 /// Runs a command; panics with its stderr if it fails.

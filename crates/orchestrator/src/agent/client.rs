@@ -257,7 +257,7 @@ impl<'a> ChunkWriter<'a> {
     /// not a plain file name (never writes outside the directory) or a write error.
     pub fn write(&mut self, name: &str, data: &[u8]) -> anyhow::Result<()> {
         use std::io::Write;
-        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        if !super::is_plain_file_name(name) {
             return Err(anyhow!("{} sent a bad file name {name:?}", self.from));
         }
         let path = self.dir.join(name);

@@ -41,6 +41,23 @@ pub fn log_as(program: &str, message: &str) {
     );
 }
 
+/// Whether `name` is a plain file name — not empty, no `/`, not hidden — as every file that
+/// travels between a node and the orchestrator, or is served by the daemon, must be (so that
+/// nothing is read or written outside its directory).
+pub fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('/') && !name.starts_with('.')
+}
+
+/// The regular files directly in `dir`, sorted by path; empty if `dir` cannot be read.
+pub fn files_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p: &std::path::PathBuf| p.is_file());
+    files.sort();
+    files
+}
+
 /// Checks a name that becomes part of namespace and file names: 1–`max` characters of
 /// `[a-z0-9-]`, not starting with `-`. `what` names it in the error.
 pub fn check_name(name: &str, max: usize, what: &str) -> Result<(), String> {

@@ -555,11 +555,7 @@ pub fn stream_files<T: Send + 'static>(
 ) -> ReceiverStream<Result<T, Status>> {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::task::spawn_blocking(move || {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-            .unwrap_or_default();
-        entries.sort();
-        for path in entries.iter().filter(|p| p.is_file()) {
+        for path in &super::files_in(&dir) {
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::extract::{Path as UrlPath, Query, State};
@@ -244,20 +244,14 @@ async fn experiment(State(s): State<WebState>, UrlPath(id): UrlPath<i64>) -> Res
         }
         b.push_str("</table>");
     }
-    let files = e
+    let files: Vec<String> = e
         .result_dir
         .as_deref()
-        .and_then(|d| std::fs::read_dir(d).ok())
-        .map(|rd| {
-            let mut v: Vec<String> = rd
-                .filter_map(|x| x.ok())
-                .filter(|x| x.path().is_file())
-                .filter_map(|x| x.file_name().into_string().ok())
-                .collect();
-            v.sort();
-            v
-        })
-        .unwrap_or_default();
+        .map(|d| crate::agent::files_in(Path::new(d)))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().map(str::to_owned))
+        .collect();
     let has = |n: &str| files.iter().any(|f| f == n);
     if has("pantheon_summary.svg") {
         let _ = write!(
@@ -343,7 +337,7 @@ fn content_type(name: &str) -> &'static str {
 
 async fn file(State(s): State<WebState>, UrlPath((id, name)): UrlPath<(i64, String)>) -> Response {
     // Plain names only: never outside the results directory.
-    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+    if !crate::agent::is_plain_file_name(&name) {
         return error(StatusCode::BAD_REQUEST, format!("bad file name {name:?}"));
     }
     let e = match load(&s, id) {
