@@ -4,8 +4,15 @@
 #
 #   bash bench/fidelity.sh [RUNS=10] [SECS=10]        (root; creates and removes its own netns)
 #   FIDELITY_TRACE=constant|poisson (default poisson)   FIDELITY_SCHEMES="cubic bbr" (default)
+#   FIDELITY_QUEUE=PACKETS|infinite (default 167: a DropTail queue of one BDP each way)
 #
-# Path: 50 Mbit/s both ways, mm-delay 20 (20 ms one-way), infinite queue. With poisson (the
+# Path: 50 Mbit/s both ways, mm-delay 20 (20 ms one-way), DropTail queues of one BDP
+# (50 Mbit/s × 40 ms RTT = 167 packets of 1 500 bytes) each way, as an emulator calibrated to a
+# real path has (a real bottleneck's buffer is finite). With `infinite` (Mahimahi's default
+# queue) Cubic never loses and its queue grows until the receive window stops it; the window
+# counts payload bytes, and a tunnelled packet carries 36 fewer (inner MTU 1 464), so the same
+# window holds 2.55 % more link time inside: cubic's p95 delay is ≈ 2.6 % higher inside, the
+# cost of any encapsulating tunnel (Pantheon's included), which `infinite` shows. With poisson (the
 # default) run i of each side gets the same pair of Poisson traces of 50 Mbit/s mean (seeds i
 # and 1000 + i, `pantheon trace poisson`): the paper compared runs over real paths, whose rate
 # varies from run to run, and over a constant-rate trace our emulator is deterministic, so runs
@@ -27,6 +34,13 @@ RUNS=${1:-10}
 SECS=${2:-10}
 TRACE=${FIDELITY_TRACE:-poisson}
 SCHEMES=${FIDELITY_SCHEMES:-cubic bbr}
+QUEUE=${FIDELITY_QUEUE:-167}
+case "$QUEUE" in
+  infinite) QUEUE_ARGS=() ;;
+  *[!0-9]*|'') echo "FIDELITY_QUEUE must be a number of packets or infinite" >&2; exit 2 ;;
+  *) QUEUE_ARGS=(--uplink-queue=droptail "--uplink-queue-args=packets=$QUEUE"
+                 --downlink-queue=droptail "--downlink-queue-args=packets=$QUEUE") ;;
+esac
 cd "$(dirname "$0")/.."
 source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR, $PANTHEON
 need_packages python3-scipy
@@ -54,7 +68,8 @@ echo ">> inside the tunnel: pantheon run local, $RUNS × $SECS s per scheme ($TR
 for i in $(seq 1 "$RUNS"); do
   "$PANTHEON" run local --schemes "$SCHEMES" -t "$SECS" \
     --uplink-trace "$OUT/up$i.trace" --downlink-trace "$OUT/down$i.trace" \
-    --prepend-mm-cmds "mm-delay 20" --data-dir "$OUT/inside$i" >/dev/null
+    --prepend-mm-cmds "mm-delay 20" --extra-mm-link-args "${QUEUE_ARGS[*]}" \
+    --data-dir "$OUT/inside$i" >/dev/null
 done
 
 echo ">> outside the tunnel: pantheon shell, $RUNS × $SECS s per scheme" >&2
@@ -67,14 +82,14 @@ for cc in $SCHEMES; do
     SERVER=$!
     sleep 0.3
     ip netns exec "$NS" "$PANTHEON" shell mm-delay 20 mm-link "$OUT/up$i.trace" "$OUT/down$i.trace" \
-      --uplink-log="$OUT/outside/${cc}_mm_datalink_run$i.log" -- \
+      "${QUEUE_ARGS[@]}" --uplink-log="$OUT/outside/${cc}_mm_datalink_run$i.log" -- \
       iperf3 -c '$MAHIMAHI_BASE' -p 5401 -C "$cc" -t "$SECS" >/dev/null
     wait "$SERVER" 2>/dev/null || true
     SERVER=
   done
 done
 
-/usr/bin/python3 - "$OUT" "$RUNS" "$SECS" "$SCHEMES" "$TRACE" <<'PY'
+/usr/bin/python3 - "$OUT" "$RUNS" "$SECS" "$SCHEMES" "$TRACE" "$QUEUE" <<'PY'
 import sys, numpy as np
 from scipy.stats import ks_2samp
 out, runs, secs, trace = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[5]
@@ -89,7 +104,8 @@ def run_stats(path):
             t.append(int(f[0])); size.append(int(f[2])); delay.append(int(f[3]) + 20)
     tput = sum(size) * 8 / (t[-1] - t[0]) / 1000          # Mbit/s
     return tput, float(np.percentile(delay, 95, method='nearest'))
-print(f"tunnel fidelity: 50 Mbit/s ({trace} traces), mm-delay 20, {runs} runs of {secs:g} s per side; "
+queue = 'infinite queue' if sys.argv[6] == 'infinite' else f'DropTail {sys.argv[6]} packets'
+print(f"tunnel fidelity: 50 Mbit/s ({trace} traces), mm-delay 20, {queue}, {runs} runs of {secs:g} s per side; "
       "KS p ≥ 0.2 = no difference found")
 print(f"{'scheme':<6} {'statistic':<22} {'inside (median)':>16} {'outside (median)':>17} {'KS D':>6} {'p':>7}  verdict")
 for cc in sys.argv[4].split():

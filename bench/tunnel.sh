@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Tunnel benchmark: raw veth vs pantheon-tunnel, measured side by side in one run.
 #
-#   bash bench/tunnel.sh [REPS=3] [SECONDS=10]        (root; creates and removes its own netns)
+#   bash bench/tunnel.sh [REPS=3] [SECONDS=10] [PINGS=100]   (root; creates and removes its own netns)
 #
 # Two namespaces joined by a veth pair (10.77.0.1 ↔ 10.77.0.2). Per repetition, in this order:
-#   raw:    iperf3 TCP cubic for SECONDS over the veth, and 20 idle pings
+#   raw:    iperf3 TCP cubic for SECONDS over the veth, and PINGS idle pings (5 a second)
 #   tunnel: a fresh pantheon-tunnel server (namespace A) / client (namespace B) pair over the same
 #           veth, the same pings and iperf3 run inside the tunnel, then `pantheon-tunnel check`
 #           on the client's egress and the server's ingress log: tunnel-made loss.
@@ -17,6 +17,7 @@ set -euo pipefail
 
 REPS=${1:-3}
 SECS=${2:-10}
+PINGS=${3:-100}
 cd "$(dirname "$0")/.."
 source scripts/setup.sh   # root check, iperf3 & ping, cargo, CARGO_TARGET_DIR
 need_packages jq
@@ -98,12 +99,12 @@ echo ">> $REPS repetitions of ${SECS} s: raw veth, then tunnel" >&2
 for i in $(seq "$REPS"); do
   bgA iperf3 -s -1 >/dev/null 2>&1
   wait_listen
-  inB ping -q -c 20 -i 0.2 10.77.0.1 >"$OUT/raw$i.ping"
+  inB ping -q -c $PINGS -i 0.2 10.77.0.1 >"$OUT/raw$i.ping"
   inB iperf3 -c 10.77.0.1 -C cubic -t "$SECS" -f m >"$OUT/raw$i.iperf"
   wait "$LAST" || true
 
   tunnel_run "tun$i" "iperf3 -s -1 >/dev/null 2>&1" \
-    "ping -q -c 20 -i 0.2 @SERVER@ >$OUT/tun$i.ping; sleep 0.5; iperf3 -c @SERVER@ -C cubic -t $SECS -f m >$OUT/tun$i.iperf"
+    "ping -q -c $PINGS -i 0.2 @SERVER@ >$OUT/tun$i.ping; sleep 0.5; iperf3 -c @SERVER@ -C cubic -t $SECS -f m >$OUT/tun$i.iperf"
   "$BIN" check "$OUT/tun$i.c.eg.ptlog" "$OUT/tun$i.s.in.ptlog" --json >"$OUT/tun$i.check"
   printf '   rep %d: raw %8.1f Mbit/s %6.3f ms | tunnel %8.1f Mbit/s %6.3f ms, lost %s of %s packets\n' \
     "$i" "$(mbps "$OUT/raw$i.iperf")" "$(rtt "$OUT/raw$i.ping")" \
@@ -131,7 +132,7 @@ echo "pantheon-tunnel benchmark ($(nproc) CPUs, $(uname -r), $REPS × ${SECS} s,
 printf '%-34s %12s %12s %10s\n' "" "raw veth" "tunnel" "tunnel/raw"
 printf '%-34s %12.1f %12.1f %9.1f %%\n' "TCP cubic throughput (Mbit/s)" "$raw_tput" "$tun_tput" \
   "$(awk "BEGIN { print 100 * $tun_tput / $raw_tput }")"
-printf '%-34s %12.3f %12.3f %+9.3f ms\n' "idle RTT, 20 pings (ms)" "$raw_rtt" "$tun_rtt" \
+printf '%-34s %12.3f %12.3f %+9.3f ms\n' "idle RTT, $PINGS pings (ms)" "$raw_rtt" "$tun_rtt" \
   "$(awk "BEGIN { print $tun_rtt - $raw_rtt }")"
 printf '%-34s %25s\n' "tunnel-made loss, TCP runs" "$tcp_lost of $tcp_sent packets"
 printf '%-34s %25s\n' "tunnel-made loss, UDP 1 Gbit/s" \
