@@ -7,9 +7,12 @@ use std::fmt::Write as _;
 fn main() {
     let protoc = protoc_bin_vendored::protoc_bin_path().expect("protoc-bin-vendored has protoc");
     std::env::set_var("PROTOC", protoc);
-    for proto in ["proto/agent.proto", "proto/testbed.proto"] {
-        tonic_prost_build::compile_protos(proto).unwrap_or_else(|e| panic!("compile {proto}: {e}"));
-    }
+    tonic_prost_build::compile_protos("proto/agent.proto").expect("compile proto/agent.proto");
+    // The daemon's messages are also what `pantheon status|results --json` print.
+    tonic_prost_build::configure()
+        .type_attribute(".pantheon.testbed.v1", "#[derive(serde::Serialize)]")
+        .compile_protos(&["proto/testbed.proto"], &["proto"])
+        .expect("compile proto/testbed.proto");
     // Read at run time, not `env!`: a build script compiled in another checkout (a shared
     // CARGO_TARGET_DIR) must still look in this one.
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");

@@ -262,31 +262,17 @@ fn row(e: &proto::Experiment) -> String {
     )
 }
 
-fn json_of(e: &proto::Experiment) -> serde_json::Value {
-    serde_json::json!({
-        "id": e.id, "sender": e.sender, "receiver": e.receiver, "link": e.link,
-        "flows": e.flows, "run_times": e.run_times, "runtime_s": e.runtime_s,
-        "interval_s": e.interval_s, "schemes": e.schemes, "status": e.status,
-        "attempts": e.attempts, "queued_at": e.queued_at, "started_at": e.started_at,
-        "finished_at": e.finished_at, "result_dir": e.result_dir, "error": e.error,
-        "tournament": e.tournament,
-    })
+/// Prints `v` as indented JSON on stdout.
+fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
 }
 
 /// `pantheon status`.
 pub fn status(d: DaemonArgs, json: bool) -> anyhow::Result<ExitCode> {
     let s = d.client()?.status()?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "nodes": s.nodes, "busy_nodes": s.busy_nodes,
-                "running": s.running.iter().map(json_of).collect::<Vec<_>>(),
-                "queued": s.queued.iter().map(json_of).collect::<Vec<_>>(),
-                "last_tournament": s.last_tournament,
-                "last_tournament_at": s.last_tournament_at,
-            }))?
-        );
+        print_json(&s)?;
         return Ok(ExitCode::SUCCESS);
     }
     println!(
@@ -335,8 +321,7 @@ pub fn results(action: ResultsAction) -> anyhow::Result<ExitCode> {
                 status: status.unwrap_or_default(),
             })?;
             if json {
-                let v: Vec<_> = rows.iter().map(json_of).collect();
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                print_json(&rows)?;
             } else {
                 for e in &rows {
                     println!("{}", row(e));
@@ -346,33 +331,11 @@ pub fn results(action: ResultsAction) -> anyhow::Result<ExitCode> {
         }
         ResultsAction::Show { id, json, daemon } => {
             let r = daemon.client()?.show(id)?;
-            let e = r.experiment.unwrap_or_default();
             if json {
-                let summary: Vec<_> = r
-                    .summary
-                    .iter()
-                    .map(|s| {
-                        serde_json::json!({"scheme": s.scheme, "runs": s.runs,
-                            "tput_mbps": s.tput_mbps, "delay_ms": s.delay_ms, "loss": s.loss})
-                    })
-                    .collect();
-                let runs: Vec<_> = r
-                    .runs
-                    .iter()
-                    .map(|x| {
-                        serde_json::json!({"scheme": x.scheme, "run": x.run, "name": x.name, "status": x.status,
-                            "reason": x.reason, "analysed": x.analysed,
-                            "tput_mbps": x.tput_mbps, "delay_ms": x.delay_ms, "loss": x.loss})
-                    })
-                    .collect();
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(
-                        &serde_json::json!({"experiment": json_of(&e), "summary": summary, "runs": runs})
-                    )?
-                );
+                print_json(&r)?;
                 return Ok(ExitCode::SUCCESS);
             }
+            let e = r.experiment.unwrap_or_default();
             println!("{}", row(&e));
             if !e.error.is_empty() {
                 println!("error: {}", e.error);

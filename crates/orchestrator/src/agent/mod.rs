@@ -33,12 +33,16 @@ pub fn log(message: &str) {
     log_as("pantheon-agent", message);
 }
 
-/// One line on stderr: UTC time (ms), `program`, `message` (the daemons' log format).
+/// One line on stderr: UTC time (ms, [`stamp`]), `program`, `message` (the daemons' log
+/// format).
 pub fn log_as(program: &str, message: &str) {
-    eprintln!(
-        "{} {program}: {message}",
-        chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ")
-    );
+    eprintln!("{} {program}: {message}", stamp(chrono::Utc::now()));
+}
+
+/// `t` as the daemons write times, in their logs and the testbed archive: RFC 3339, UTC,
+/// milliseconds, e.g. `2026-11-24T08:00:00.000Z`.
+pub fn stamp(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 /// Whether `name` is a plain file name — not empty, no `/`, not hidden — as every file that

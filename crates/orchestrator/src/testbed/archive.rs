@@ -20,10 +20,7 @@ use serde::Serialize;
 
 use super::schedule::{ExperimentSpec, Queued};
 
-/// `t` as the archive writes times: `2026-11-24T08:00:00.000Z`.
-pub fn stamp(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
-}
+pub use crate::agent::stamp;
 
 /// The current time as the archive writes it ([`stamp`]).
 pub fn now() -> String {

@@ -81,6 +81,17 @@ fn wired() -> LinkType {
     LinkType::Wired
 }
 
+impl NodeConfig {
+    /// How reports name the node (Pantheon's `--local-desc` / `--remote-desc`): its name, then
+    /// its description in parentheses if it has one — `gcp-tokyo (GCP Tokyo)`, `lab-b`.
+    pub fn label(&self) -> String {
+        match self.description.as_str() {
+            "" => self.name.clone(),
+            d => format!("{} ({d})", self.name),
+        }
+    }
+}
+
 /// Runs per scheme by link type.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -288,6 +299,13 @@ every = 3600
         assert_eq!((c.matrix.interval, c.matrix.runtime), (10.0, 30.0));
         assert!(c.matrix.both_directions && c.matrix.random_order);
         assert_eq!(c.call_timeout(), Duration::from_secs(90));
+        assert_eq!(c.nodes[0].label(), "a");
+        let c = TestbedConfig::parse(&GOOD.replace(
+            "name = \"b\"",
+            "name = \"b\"\ndescription = \"AWS California\"",
+        ))
+        .unwrap();
+        assert_eq!(c.nodes[1].label(), "b (AWS California)");
     }
 
     #[test]

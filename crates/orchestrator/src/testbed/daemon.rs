@@ -390,8 +390,8 @@ impl Daemon {
             remote: &remote_agent,
         };
         let desc = Descriptions {
-            local: Some(format!("{} ({})", sn.name, sn.description)),
-            remote: Some(format!("{} ({})", rn.name, rn.description)),
+            local: Some(sn.label()),
+            remote: Some(rn.label()),
         };
         remote::start_experiment(&plan, &opts, &nodes, &desc, &|w| {
             log(&format!("experiment {id}: {w}"))
