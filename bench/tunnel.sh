@@ -99,7 +99,7 @@ echo ">> $REPS repetitions of ${SECS} s: raw veth, then tunnel" >&2
 for i in $(seq "$REPS"); do
   bgA iperf3 -s -1 >/dev/null 2>&1
   wait_listen
-  inB ping -q -c $PINGS -i 0.2 10.77.0.1 >"$OUT/raw$i.ping"
+  inB ping -q -c "$PINGS" -i 0.2 10.77.0.1 >"$OUT/raw$i.ping"
   inB iperf3 -c 10.77.0.1 -C cubic -t "$SECS" -f m >"$OUT/raw$i.iperf"
   wait "$LAST" || true
 

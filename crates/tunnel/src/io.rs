@@ -438,9 +438,9 @@ impl Relay {
                 break;
             }
             if fds[0].revents != 0 {
-                // Reads the TUN device too.
                 self.receive_from_peer();
-            } else if fds[1].revents != 0 {
+            }
+            if fds[1].revents != 0 {
                 self.read_tun();
             }
             self.log_records();
@@ -496,12 +496,10 @@ impl Relay {
     }
 
     /// UDP → TUN: reads datagrams (coalesced or not), strips the UIDs, logs, and writes the
-    /// inner packets to the TUN device in batches that GRO coalesces. After each write it
-    /// reads the TUN device: the kernel answers some packets while they are being written
-    /// (an echo reply, a TCP ACK), and those leave at once rather than after another poll.
+    /// inner packets to the TUN device in batches that GRO coalesces.
     fn receive_from_peer(&mut self) {
         let fd = self.socket.as_raw_fd();
-        for read in 0..READS_PER_WAKE {
+        for _ in 0..READS_PER_WAKE {
             let (n, from, segment) = match udp::recv_coalesced(fd, &mut self.rx_buf) {
                 Ok(x) => x,
                 Err(_) => break,
@@ -524,15 +522,8 @@ impl Relay {
                 }
             }
             self.send_control();
-            if read == 0 {
-                // What the first read brought goes out at once: a lone packet must not
-                // wait for the read that finds the socket empty.
-                self.tun_batch.flush(&self.tun, &self.control);
-                self.read_tun();
-            }
         }
         self.tun_batch.flush(&self.tun, &self.control);
-        self.read_tun();
     }
 
     /// TUN → UDP: reads what the TUN device has (a GSO packet is split into its segments, each
@@ -540,11 +531,9 @@ impl Relay {
     /// segmented sends as possible.
     fn read_tun(&mut self) {
         let stride = self.stride;
-        let mut first = true;
         for _ in 0..READS_PER_WAKE {
             // Keep reading until the device is empty or the slots might not hold a whole
-            // GSO packet; then send everything read. What the first read brought is sent
-            // at once: a lone packet must not wait for the read that finds the device empty.
+            // GSO packet; then send everything read.
             let mut used = 0;
             let mut empty = false;
             while used + MAX_GSO_SEGMENTS <= SEGMENTS {
@@ -576,9 +565,6 @@ impl Relay {
                     }
                 }
                 used += n;
-                if std::mem::take(&mut first) {
-                    break;
-                }
             }
             if let Some(peer) = self.peer {
                 self.send_datagrams(used, peer);
