@@ -11,8 +11,8 @@ set -euo pipefail
 N=${1:-10000000}
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-echo ">> cargo build --release -p pantheon-analyzer --example ingestbench (Polars: long the first time)" >&2
-cargo build --quiet --release -p pantheon-analyzer --example ingestbench
+echo ">> cargo build --release --workspace --example ingestbench (Polars: long the first time)" >&2
+cargo build --quiet --release --workspace --example ingestbench
 BIN="$CARGO_TARGET_DIR/release/examples/ingestbench"
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/pantheon-ingestbench.XXXXXX")
 trap 'rm -rf "$DIR"' EXIT

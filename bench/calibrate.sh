@@ -23,8 +23,7 @@ case $path in
   brazil-colombia) schemes="bbr copa cubic ledbat quic" ;;
   *) echo "unknown path $path" >&2; exit 2 ;;
 esac
-echo ">> cargo build --workspace --bins" >&2
-cargo build --quiet --workspace --bins
+build_and_install >&2
 "$PANTHEON" schemes setup $schemes >/dev/null
 out=results/calibrate-$path
 start=$(date +%s)

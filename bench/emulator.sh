@@ -16,8 +16,8 @@ SECS=${1:-5}
 REPS=${2:-3}
 cd "$(dirname "$0")/.."
 source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR
-echo ">> cargo build --release -p pantheon-emucal --example emubench" >&2
-cargo build --quiet --release -p pantheon-emucal --example emubench
+echo ">> cargo build --release --workspace --example emubench" >&2
+cargo build --quiet --release --workspace --example emubench
 BIN="$CARGO_TARGET_DIR/release/examples/emubench"
 
 CHILD=

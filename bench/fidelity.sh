@@ -44,8 +44,7 @@ esac
 cd "$(dirname "$0")/.."
 source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR, $PANTHEON
 need_packages python3-scipy
-echo ">> cargo build -p pantheon-orchestrator" >&2
-cargo build --quiet -p pantheon-orchestrator
+build_and_install >&2
 OUT=$(mktemp -d /tmp/pfidelity.XXXXXX)
 NS="pfid-$$"
 SERVER=

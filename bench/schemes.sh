@@ -15,8 +15,7 @@ SECS=${1:-30}
 cd "$(dirname "$0")/.."
 source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR, $PANTHEON
 SCHEMES="cubic bbr quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 copa ledbat"
-echo ">> cargo build --workspace --bins" >&2
-cargo build --quiet --workspace --bins
+build_and_install >&2
 "$PANTHEON" schemes setup $SCHEMES >/dev/null
 OUT=$(mktemp -d /tmp/pschemes.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT

@@ -21,8 +21,8 @@ PINGS=${3:-100}
 cd "$(dirname "$0")/.."
 source scripts/setup.sh   # root check, iperf3 & ping, cargo, CARGO_TARGET_DIR
 need_packages jq
-echo ">> cargo build --release -p pantheon-tunnel" >&2
-cargo build --quiet --release -p pantheon-tunnel
+echo ">> cargo build --release --workspace --bin pantheon-tunnel" >&2
+cargo build --quiet --release --workspace --bin pantheon-tunnel
 BIN="$CARGO_TARGET_DIR/release/pantheon-tunnel"
 
 A="ptb-$$-a"

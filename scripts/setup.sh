@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Installs what Pantheon-rs needs on a Debian/Ubuntu machine (run as root) and builds it.
-# Sourced by scripts/main-job.sh and scripts/test.sh.
+# Installs what Pantheon-rs needs on a Debian/Ubuntu machine (run as root), and defines
+# `build_and_install`, which builds the workspace and puts its programs on the PATH.
+# Sourced by scripts/main-job.sh, scripts/test.sh and bench/.
+#
+# One build configuration serves the main job, the tests and the installed programs: the
+# release profile (the one docs/performance.md measures), built for the whole workspace at once
+# (`--workspace`, so that Cargo unifies the same dependency features for `cargo build` and
+# `cargo test` and neither rebuilds what the other built).
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then
   echo "error: run as root (experiments create network namespaces and TUN devices)" >&2
@@ -18,18 +24,44 @@ need_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   fi
 }
-# ssh2 (`pantheon node bootstrap`) builds libssh2 against the system OpenSSL and zlib.
-need_packages iperf3 iproute2 iputils-ping iptables pkg-config gcc libssl-dev zlib1g-dev
+# ssh2 (`pantheon node bootstrap`) builds libssh2 against the system OpenSSL and zlib;
+# quiche's BoringSSL (the QUIC BBRv2 scheme program) needs cmake, a C++ compiler and libclang.
+need_packages iperf3 iproute2 iputils-ping iptables pkg-config gcc libssl-dev zlib1g-dev \
+  cmake g++ libclang-dev
 if ! command -v cargo >/dev/null 2>&1; then
   for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
     [ -x "$d/cargo" ] && export PATH="$d:$PATH"
   done
 fi
 if ! command -v cargo >/dev/null 2>&1; then
-  echo "error: Rust (cargo ≥ 1.85) is not installed; install it with rustup (https://rustup.rs)" >&2
+  echo "error: Rust (cargo ≥ 1.89) is not installed; install it with rustup (https://rustup.rs)" >&2
   exit 1
 fi
 # One build directory outside the clone, reused by later builds (a fresh machine builds from
-# nothing: about 10 minutes on 2 cores, most of it Polars).
+# nothing; later builds recompile only what changed).
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/pantheon-rs/target}"
-export PANTHEON="$CARGO_TARGET_DIR/debug/pantheon"
+# Where the programs are installed: $PANTHEON_PREFIX/bin (default /usr/local/bin, on every
+# login shell's PATH). The list of installed files is kept for scripts/uninstall.sh.
+PANTHEON_PREFIX="${PANTHEON_PREFIX:-/usr/local}"
+PANTHEON_MANIFEST="$PANTHEON_PREFIX/share/pantheon-rs/installed-files"
+export PANTHEON="$PANTHEON_PREFIX/bin/pantheon"
+
+# Builds every program of the workspace (release profile) and installs them into
+# $PANTHEON_PREFIX/bin: `pantheon`, `pantheon-agent`, `pantheon-tunnel` and the scheme
+# programs (`pantheon-quinn`, `pantheon-quiche`, `pantheon-ledbat`), which `pantheon` looks for
+# next to itself. Copies, not links: `cargo clean` leaves the installed programs working.
+build_and_install() {
+  echo ">> cargo build --release --workspace --bins"
+  cargo build --quiet --release --locked --workspace --bins
+  local bins=() f
+  for f in pantheon pantheon-agent pantheon-tunnel pantheon-quinn pantheon-quiche pantheon-ledbat; do
+    bins+=("$CARGO_TARGET_DIR/release/$f")
+  done
+  mkdir -p "$PANTHEON_PREFIX/bin" "$(dirname "$PANTHEON_MANIFEST")"
+  echo ">> install ${#bins[@]} programs into $PANTHEON_PREFIX/bin"
+  install -m 755 "${bins[@]}" "$PANTHEON_PREFIX/bin/"
+  : > "$PANTHEON_MANIFEST"
+  for f in "${bins[@]}"; do
+    echo "$PANTHEON_PREFIX/bin/$(basename "$f")" >> "$PANTHEON_MANIFEST"
+  done
+}

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs them all: unit tests of every crate (no root needed)
 # and the end-to-end tests of tests/ (root: namespaces, TUN, iperf3, every scheme that must run
-# here).
+# here). Same build as the main job (release profile, whole workspace): after it, nothing is
+# rebuilt but the test targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-# quiche's BoringSSL (QUIC BBRv2) needs cmake, a C++ compiler and libclang; the Nix pins are
-# checked with nix-instantiate.
-need_packages cmake g++ libclang-dev nix-bin
+# The Nix pins are checked with nix-instantiate.
+need_packages nix-bin
 # The daemon's web pages are checked in headless Chromium (tests/testbed.rs).
 need_packages chromium
 # The remote tests run an sshd of their own inside a namespace (`pantheon node bootstrap`):
@@ -24,8 +24,9 @@ if ! dpkg -s openssh-server >/dev/null 2>&1; then
     trap - EXIT
   fi
 fi
-# The scheme programs of schemes/ next to pantheon, then what the descriptors ask for
-# (tquic_tools from crates.io for Copa and QUIC BBRv3, their certificate and file).
-cargo build --quiet --workspace --bins
-"$PANTHEON" schemes setup quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 copa ledbat
-cargo test --workspace
+# The programs of the workspace, installed (pantheon, the scheme programs of schemes/), then
+# what the descriptors ask for (tquic_tools from crates.io for Copa and QUIC BBRv3, their
+# certificate and file).
+build_and_install
+pantheon schemes setup quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 copa ledbat
+cargo test --release --locked --workspace

@@ -148,13 +148,25 @@ fn cargo_command(c: &CargoDependency) -> anyhow::Result<Command> {
             let profile_dir = exe
                 .parent()
                 .context("the pantheon executable's directory")?;
+            // Only a `pantheon` inside a Cargo target directory (`<target>/{debug,release}/`)
+            // can have the program built next to it; an installed one (`scripts/setup.sh`
+            // copies the scheme programs beside it) would otherwise build into its prefix.
+            let profile = profile_dir.file_name().and_then(|n| n.to_str());
+            if !matches!(profile, Some("debug" | "release")) {
+                bail!(
+                    "workspace package {workspace} is not installed next to {}; run `bash \
+                     scripts/main-job.sh` (or `source scripts/setup.sh && build_and_install`) \
+                     from the Pantheon-rs clone to build and install it",
+                    exe.display()
+                );
+            }
             let target = profile_dir.parent().unwrap_or(profile_dir);
             cmd.arg("build")
                 .arg("--manifest-path")
                 .arg(manifest)
                 .args(["-p", workspace])
                 .env("CARGO_TARGET_DIR", target);
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
+            if profile == Some("release") {
                 cmd.arg("--release");
             }
         }
