@@ -556,7 +556,10 @@ fn draw_throughput<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Resul
                 "Flow {flow} ingress (mean {:.2} Mbit/s)",
                 f.ingress_mean
             ))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+            .legend(move |(x, y)| {
+                // Dashed as the line it names (three dashes of 6 px, 4 px apart).
+                DashedPathElement::new(vec![(x, y), (x + 26, y)], 6, 4, color.stroke_width(2))
+            });
         let egress = std::iter::once((0.0, 0.0)).chain(
             f.egress
                 .iter()
@@ -571,7 +574,7 @@ fn draw_throughput<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Resul
                 f.egress_mean
             ))
             .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
+                PathElement::new(vec![(x, y), (x + 26, y)], color.stroke_width(2))
             });
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
@@ -760,6 +763,56 @@ mod tests {
              Average throughput: 9.53 Mbit/s (95.3% utilization)\n"
         ));
         assert!(stats_text(&stats).contains("-- Flow 1:\nAverage throughput: 9.53 Mbit/s\n"));
+    }
+
+    #[test]
+    fn throughput_legend_draws_ingress_dashed_and_egress_solid() {
+        let dir = std::env::temp_dir().join(format!("tput-legend-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.svg");
+        // No bins: the only strokes of the flow's colour are the legend's (and egress's
+        // single starting point), so the legend's segments can be counted.
+        let flow = crate::timeseries::FlowSeries {
+            ingress: vec![],
+            egress: vec![],
+            ingress_mean: 1.0,
+            egress_mean: 1.0,
+            delays: vec![],
+            p95_delay_ms: None,
+        };
+        let ts = TimeSeries {
+            bin_ms: 500.0,
+            first_ms: 0.0,
+            bins: 0,
+            capacity: None,
+            capacity_mean: None,
+            flows: BTreeMap::from([(1, flow)]),
+        };
+        throughput_plot(&path, &ts).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Horizontal two-point strokes in flow 1's blue, as (x1, x2).
+        let segments: Vec<(i32, i32)> = svg
+            .split("<polyline")
+            .skip(1)
+            .filter(|e| e.contains("stroke=\"#0000FF\""))
+            .filter_map(|e| {
+                let pts = e.split("points=\"").nth(1)?.split('"').next()?;
+                let xy: Vec<(i32, i32)> = pts
+                    .split_whitespace()
+                    .filter_map(|p| {
+                        let (x, y) = p.split_once(',')?;
+                        Some((x.parse().ok()?, y.parse().ok()?))
+                    })
+                    .collect();
+                (xy.len() == 2 && xy[0].1 == xy[1].1).then(|| (xy[0].0, xy[1].0))
+            })
+            .collect();
+        // Ingress: three dashes of ≤ 6 px; egress: one solid stroke of 26 px.
+        let dashes = segments.iter().filter(|(a, b)| b - a <= 7).count();
+        let solid = segments.iter().filter(|(a, b)| b - a >= 20).count();
+        assert!(svg.contains("Flow 1 ingress") && svg.contains("Flow 1 egress"));
+        assert_eq!((dashes, solid), (3, 1), "{segments:?}");
     }
 
     #[test]

@@ -619,7 +619,9 @@ impl EmulatedPath {
     }
 
     /// Builds the path Pantheon's `setup_mm_cmd` would run:
-    /// `[prepend…] mm-link UP DOWN [extra…] [append…]`.
+    /// `[prepend…] mm-link UP DOWN [extra…] [append…]`. Errors on a bad trace (file and line)
+    /// or shell argument, and on a word that is no shell, naming the flag it came from
+    /// (`--prepend-mm-cmds`, `--extra-mm-link-args` or `--append-mm-cmds`).
     pub fn from_pantheon_flags(
         prepend: &str,
         uplink_trace: &Path,
@@ -632,8 +634,19 @@ impl EmulatedPath {
         words.extend(append.split_whitespace().map(str::to_owned));
         let chain = parse_chain(&words)?;
         if let Some(other) = chain.command.first() {
+            // The command is the words' tail: where it starts tells which flag held the word.
+            let at = words.len() - chain.command.len();
+            let prepended = prepend.split_whitespace().count();
+            let linked = prepended + 3 + extra_link_args.split_whitespace().count();
+            let flag = if at < prepended {
+                "--prepend-mm-cmds"
+            } else if at < linked {
+                "--extra-mm-link-args"
+            } else {
+                "--append-mm-cmds"
+            };
             return Err(syntax(format!(
-                "unknown Mahimahi shell `{other}` in --append-mm-cmds or --extra-mm-link-args"
+                "unknown Mahimahi shell `{other}` in {flag} (supported: {SHELL_NAMES})"
             )));
         }
         let link = format!(
@@ -837,6 +850,27 @@ mod tests {
             .to_string();
         assert!(e.contains("/nonexistent/x.trace"), "{e}");
         assert!(parse_chain(&words("mm-link only-one")).is_err());
+    }
+
+    #[test]
+    fn unknown_shell_names_its_flag() {
+        let d = TraceDir::new("flags");
+        let trace = PathBuf::from(d.trace());
+        let err = |prepend: &str, extra: &str, append: &str| {
+            EmulatedPath::from_pantheon_flags(prepend, &trace, &trace, extra, append)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err("mm-foo 3", "", "");
+        assert!(e.contains("`mm-foo` in --prepend-mm-cmds"), "{e}");
+        let e = err("mm-delay 28 mm-foo 3", "--uplink-queue=droptail", "mm-delay 1");
+        assert!(e.contains("`mm-foo` in --prepend-mm-cmds"), "{e}");
+        let e = err("mm-delay 28", "droptail", "");
+        assert!(e.contains("`droptail` in --extra-mm-link-args"), "{e}");
+        let e = err("mm-delay 28", "", "mm-delay 2 mm-bar");
+        assert!(e.contains("`mm-bar` in --append-mm-cmds"), "{e}");
+        let e = err("", "--uplink-queue=droptail --uplink-queue-args=packets=5", "mm-bar");
+        assert!(e.contains("`mm-bar` in --append-mm-cmds"), "{e}");
     }
 
     #[test]
