@@ -558,7 +558,12 @@ fn draw_throughput<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Resul
             ))
             .legend(move |(x, y)| {
                 // Dashed as the line it names (three dashes of 6 px, 4 px apart).
-                DashedPathElement::new(vec![(x, y), (x + 26, y)], 6, 4, color.stroke_width(2))
+                plotters::element::DashedPathElement::new(
+                    vec![(x, y), (x + 26, y)],
+                    6,
+                    4,
+                    color.stroke_width(2),
+                )
             });
         let egress = std::iter::once((0.0, 0.0)).chain(
             f.egress
