@@ -1,8 +1,5 @@
-//! Embeds every descriptor of the workspace's `schemes/` directory into the binary, so that
-//! `pantheon` knows its schemes wherever it is installed, and compiles the agent's and the
-//! daemon's protocols (`proto/agent.proto`, `proto/testbed.proto`) with the protoc shipped in
-//! `protoc-bin-vendored` (no apt step).
-use std::fmt::Write as _;
+//! Compiles the agent's and the daemon's protocols (`proto/agent.proto`,
+//! `proto/testbed.proto`) with the protoc shipped in `protoc-bin-vendored` (no apt step).
 
 fn main() {
     let protoc = protoc_bin_vendored::protoc_bin_path().expect("protoc-bin-vendored has protoc");
@@ -13,29 +10,4 @@ fn main() {
         .type_attribute(".pantheon.testbed.v1", "#[derive(serde::Serialize)]")
         .compile_protos(&["proto/testbed.proto"], &["proto"])
         .expect("compile proto/testbed.proto");
-    // Read at run time, not `env!`: a build script compiled in another checkout (a shared
-    // CARGO_TARGET_DIR) must still look in this one.
-    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    let dir = std::path::Path::new(&manifest).join("../../schemes");
-    println!("cargo:rerun-if-changed={}", dir.display());
-    let mut entries: Vec<_> = std::fs::read_dir(&dir)
-        .expect("schemes/ directory")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    entries.sort();
-    let mut code = String::from("/// (file name, descriptor text) of every built-in scheme.\npub const BUILTIN: &[(&str, &str)] = &[\n");
-    for p in entries {
-        println!("cargo:rerun-if-changed={}", p.display());
-        let abs = p.canonicalize().expect("canonical path");
-        let _ = writeln!(
-            code,
-            "    ({:?}, include_str!({:?})),",
-            p.file_name().unwrap().to_string_lossy(),
-            abs.display().to_string()
-        );
-    }
-    code.push_str("];\n");
-    let out = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("builtin_schemes.rs");
-    std::fs::write(out, code).expect("write builtin_schemes.rs");
 }

@@ -31,9 +31,9 @@ use anyhow::{anyhow, bail, Context};
 use crate::agent::client::AgentClient;
 use crate::agent::proto;
 use crate::clock::{self, Correction, Measurement};
-use crate::plan::ExperimentPlan;
-use crate::runner::{utc_now, RunRecord, INTERRUPTED};
-use crate::schemes::{Scheme, Side};
+use engine::plan::ExperimentPlan;
+use engine::runner::{utc_now, RunRecord, INTERRUPTED};
+use engine::schemes::{Scheme, Side};
 
 /// Which node: Pantheon's `local` or `remote`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -497,7 +497,7 @@ pub fn start_experiment(
     };
     m.insert("local_node", node_json(&li));
     m.insert("remote_node", node_json(&ri));
-    crate::plan::write_json(&plan.data_dir.join("pantheon_metadata.json"), &json!(m))
+    engine::plan::write_json(&plan.data_dir.join("pantheon_metadata.json"), &json!(m))
 }
 
 /// One run of an experiment: [`run_once_remote`] once both agents answer (a restarted one gets
@@ -513,7 +513,7 @@ pub fn run_when_ready(
 ) -> RunRecord {
     if let Err(e) = wait_for_nodes(nodes, Duration::from_secs(10)) {
         let mut r = RunRecord::new(&scheme.name, run_id);
-        r.outcome = crate::runner::RunOutcome::Failed {
+        r.outcome = engine::runner::RunOutcome::Failed {
             reason: format!("{e:#}"),
         };
         return r;

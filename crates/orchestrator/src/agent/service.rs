@@ -20,14 +20,14 @@ use tunnel::log::{LogFormat, Role};
 
 use super::proto::{self, agent_server::Agent};
 use crate::clock::{best_sample, Measurement};
-use crate::runner::{self, RunResources, CLIENT_PRIVATE, SERVER_PRIVATE};
-use crate::schemes::{Registry, Side, SystemInfo};
+use engine::runner::{self, RunResources, CLIENT_PRIVATE, SERVER_PRIVATE};
+use engine::schemes::{Registry, Side, SystemInfo};
 
 /// How long the tunnel endpoints of a remote run wait for a silent peer before they fail the
 /// run (they send KEEPALIVEs while idle, so a live peer is never silent this long).
 pub const PEER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The sysctls a node reports beyond Pantheon's ([`crate::analyze::REPORTED_SYSCTLS`]): its
+/// The sysctls a node reports beyond Pantheon's ([`engine::analyze::REPORTED_SYSCTLS`]): its
 /// congestion controls.
 pub const CONGESTION_SYSCTLS: &[&str] = &[
     "net.ipv4.tcp_congestion_control",
@@ -319,9 +319,9 @@ impl Inner {
     }
 
     fn info(&self) -> proto::NodeInfo {
-        use crate::analyze::read_sysctl;
+        use engine::analyze::read_sysctl;
         let read = |name: &str| read_sysctl(name).unwrap_or_default();
-        let sysctls = crate::analyze::REPORTED_SYSCTLS
+        let sysctls = engine::analyze::REPORTED_SYSCTLS
             .iter()
             .chain(CONGESTION_SYSCTLS)
             .map(|k| ((*k).to_owned(), read(k)))
@@ -440,7 +440,7 @@ impl Agent for AgentService {
                 .map(|n| i.registry.get(n))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| Status::not_found(e.to_string()))?;
-            let outcomes = crate::setup::setup_all(&schemes);
+            let outcomes = engine::setup::setup_all(&schemes);
             Ok(proto::PrepareReply {
                 schemes: outcomes
                     .into_iter()

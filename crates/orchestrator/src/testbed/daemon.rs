@@ -29,10 +29,10 @@ use super::config::{NodeConfig, TestbedConfig};
 use super::schedule;
 use crate::agent::auth::Credentials;
 use crate::agent::client::AgentClient;
-use crate::plan::ExperimentPlan;
+use engine::plan::ExperimentPlan;
 use crate::remote::{self, Descriptions, Node, Nodes, RemoteOptions};
-use crate::runner::RunOutcome;
-use crate::schemes::Registry;
+use engine::runner::RunOutcome;
+use engine::schemes::Registry;
 
 /// The daemon's state: its testbed, archive and which nodes are busy.
 pub struct Daemon {
@@ -335,7 +335,7 @@ impl Daemon {
     /// Asks [`Daemon::run`] to stop (and the runs in progress to end early).
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::SeqCst);
-        crate::runner::INTERRUPTED.store(true, Ordering::SeqCst);
+        engine::runner::INTERRUPTED.store(true, Ordering::SeqCst);
     }
 
     /// Runs experiment `id` in `dir` (resuming after its recorded runs) and archives its
@@ -438,7 +438,7 @@ impl Daemon {
                 record_run(dir, &rec)?;
             }
         }
-        crate::analyze::analyze_dir(dir, &self.registry)?;
+        engine::analyze::analyze_dir(dir, &self.registry)?;
         let (runs, stats) = read_perf(&dir.join("pantheon_perf.json"))?;
         self.archive
             .finish(id, Status::Done, None, &runs, &stats, &archive::now())
@@ -447,7 +447,7 @@ impl Daemon {
 
 /// Adds (or replaces) `rec` in `dir/pantheon_runs.json`, keeping the records of the runs
 /// before it, those of an earlier attempt included.
-fn record_run(dir: &Path, rec: &crate::runner::RunRecord) -> anyhow::Result<()> {
+fn record_run(dir: &Path, rec: &engine::runner::RunRecord) -> anyhow::Result<()> {
     let path = dir.join("pantheon_runs.json");
     let mut all: Vec<Value> = std::fs::read_to_string(&path)
         .ok()
@@ -456,7 +456,7 @@ fn record_run(dir: &Path, rec: &crate::runner::RunRecord) -> anyhow::Result<()> 
     let new = serde_json::to_value(rec)?;
     all.retain(|r| !(r["scheme"] == new["scheme"] && r["run_id"] == new["run_id"]));
     all.push(new);
-    crate::plan::write_json(&path, &Value::Array(all))
+    engine::plan::write_json(&path, &Value::Array(all))
 }
 
 /// Per-run metrics (all flows) and per-scheme means from an analysis's `pantheon_perf.json`

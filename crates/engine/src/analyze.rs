@@ -79,6 +79,7 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
                 flags: notes,
             };
             if status == "ok" {
+                let started = std::time::Instant::now();
                 match analyzer::ingest::read_run(dir, scheme, run_id) {
                     Ok(frames) => {
                         rr.flags.extend(frames.warnings.iter().cloned());
@@ -112,6 +113,13 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
                         let stats = frames
                             .stats()
                             .with_context(|| format!("metrics of {scheme} run {run_id}"))?;
+                        let secs = started.elapsed().as_secs_f64();
+                        eprintln!(
+                            "   {scheme} run {run_id}: {} packets read and measured in {secs:.2} s \
+                             ({:.2} M packets/s)",
+                            stats.total.arrived,
+                            stats.total.arrived as f64 / secs.max(1e-9) / 1e6
+                        );
                         let dur_s = stats.total.duration_ms / 1000.0;
                         if dur_s < 0.8 * runtime_s {
                             rr.flags.push(format!(

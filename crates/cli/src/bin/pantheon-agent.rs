@@ -11,7 +11,7 @@ use pantheon_orchestrator::agent::auth::{Credentials, TokenCheck};
 use pantheon_orchestrator::agent::proto::agent_server::AgentServer;
 use pantheon_orchestrator::agent::service::AgentService;
 use pantheon_orchestrator::agent::{self, log};
-use pantheon_orchestrator::schemes::Registry;
+use engine::schemes::Registry;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 /// The Pantheon-rs node agent (needs root: it creates network namespaces and TUN devices).
@@ -21,7 +21,7 @@ use tonic::transport::{Identity, Server, ServerTlsConfig};
 /// run's namespaces are named pa-<NODE>-<run>-f<flow>; at start the agent removes any that a
 /// killed instance of the same --name left behind.
 #[derive(Parser)]
-#[command(version)]
+#[command(name = "pantheon-agent", version)]
 struct Args {
     /// Address and port to listen on.
     #[arg(long, default_value = "0.0.0.0:7070")]

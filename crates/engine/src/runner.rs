@@ -96,7 +96,7 @@ impl RunRecord {
     /// Records how the run ended (`Err`: failed, or interrupted after Ctrl-C) and writes the
     /// head of Pantheon's `<scheme>_stats_run<N>.log` in `dir`: `Start at:`, `End at:` and the
     /// `extra` lines (e.g. `Local clock offset: X ms`); analysis appends the statistics.
-    pub(crate) fn finish(&mut self, result: anyhow::Result<()>, dir: &Path, extra: &[String]) {
+    pub fn finish(&mut self, result: anyhow::Result<()>, dir: &Path, extra: &[String]) {
         if let Err(e) = result {
             self.outcome = if INTERRUPTED.load(Ordering::SeqCst) {
                 RunOutcome::Interrupted
@@ -124,7 +124,7 @@ impl RunRecord {
 }
 
 /// A scheme process: its own process group, ended on drop.
-pub(crate) struct SchemeProcess {
+pub struct SchemeProcess {
     what: String,
     child: Child,
     log: PathBuf,
@@ -132,7 +132,7 @@ pub(crate) struct SchemeProcess {
 
 impl SchemeProcess {
     /// Non-blocking check: `Some(description)` if it has exited.
-    pub(crate) fn exited(&mut self) -> Option<String> {
+    pub fn exited(&mut self) -> Option<String> {
         match self.child.try_wait() {
             Ok(Some(status)) => Some(format!(
                 "{} exited early ({status}); last output: {}",
@@ -145,7 +145,7 @@ impl SchemeProcess {
     }
 
     /// SIGTERM to the group, up to 2 s grace, then SIGKILL; reaps the child.
-    pub(crate) fn stop(&mut self) {
+    pub fn stop(&mut self) {
         let pgid = self.child.id();
         netns::kill_group(pgid, libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -184,16 +184,20 @@ fn tail(path: &Path, max: usize) -> String {
 /// Everything one run creates. Fields drop in declaration order: processes first, then
 /// tunnels, the emulator, and last the namespaces they live in.
 #[derive(Default)]
-pub(crate) struct RunResources {
-    pub(crate) processes: Vec<SchemeProcess>,
-    pub(crate) endpoints: Vec<RunningEndpoint>,
-    pub(crate) emulator: Option<Emulator>,
-    pub(crate) namespaces: Vec<NetNs>,
+pub struct RunResources {
+    /// The scheme's sender and receiver processes, one pair per flow.
+    pub processes: Vec<SchemeProcess>,
+    /// The tunnel endpoints, two per flow.
+    pub endpoints: Vec<RunningEndpoint>,
+    /// The emulated path, if this side runs it.
+    pub emulator: Option<Emulator>,
+    /// The network namespaces all of the above live in.
+    pub namespaces: Vec<NetNs>,
 }
 
 impl RunResources {
     /// Creates namespace `name`, owned by these resources; returns its index.
-    pub(crate) fn netns(&mut self, name: String) -> anyhow::Result<usize> {
+    pub fn netns(&mut self, name: String) -> anyhow::Result<usize> {
         let ns =
             NetNs::create(&name).with_context(|| format!("create network namespace {name}"))?;
         self.namespaces.push(ns);
@@ -204,7 +208,7 @@ impl RunResources {
     /// completes its link logs), then removes the namespaces. Returns the notes for the run
     /// record (tunnel and emulator warnings, processes still inside a namespace at the end) and
     /// the emulator's (uplink, downlink) drops.
-    pub(crate) fn teardown(mut self) -> (Vec<String>, (u64, u64)) {
+    pub fn teardown(mut self) -> (Vec<String>, (u64, u64)) {
         let mut notes = Vec::new();
         for p in &mut self.processes {
             p.stop();
@@ -525,7 +529,7 @@ fn drive_run(
 /// Installs qdisc `q` (a scheme's `preferred_qdisc`, e.g. `fq` for BBR's pacing) on the
 /// tunnel device of each sender namespace; returns the note for the run record: installed, or
 /// unavailable and why (the kernel's message), in which case TCP paces itself.
-pub(crate) fn install_qdisc(q: &str, senders: &[&NetNs]) -> String {
+pub fn install_qdisc(q: &str, senders: &[&NetNs]) -> String {
     let mut installed = 0;
     let mut error = String::new();
     for ns in senders {
@@ -549,7 +553,7 @@ pub(crate) fn install_qdisc(q: &str, senders: &[&NetNs]) -> String {
 
 /// Starts `argv` (one side of a scheme) inside `ns`, in a process group of its own, with its
 /// output in `<dir>/<scheme>_run<N>_flow<i>.<side>.out`.
-pub(crate) fn spawn(
+pub fn spawn(
     ns: &NetNs,
     argv: &[String],
     dir: &Path,

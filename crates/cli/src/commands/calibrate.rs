@@ -1,0 +1,244 @@
+//! `pantheon calibrate`: its flags, the call into the engine's calibration driver, and its
+//! progress bar.
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+
+use clap::Args;
+use engine::runner::INTERRUPTED;
+use engine::schemes::{Registry, SystemInfo};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::{install_interrupt_handler, secs};
+
+/// `pantheon calibrate`'s flags.
+#[derive(Args)]
+pub(crate) struct CalibrateArgs {
+    /// The real path's results: a results directory (ours or Pantheon's archived logs), or a
+    /// table — .csv with a header `scheme,tput_mbps,delay_ms[,loss_pct,runs]` (median
+    /// throughput in Mbit/s, median p95 one-way delay in ms, loss in percent), or .json, an
+    /// array of objects with those keys.
+    target: PathBuf,
+    /// Schemes to run over each candidate, e.g. "cubic bbr" (default: the target's schemes
+    /// that can run here).
+    #[arg(long)]
+    schemes: Option<String>,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 30.0)]
+    runtime: f64,
+    /// Runs per scheme and candidate (their median is compared).
+    #[arg(long, default_value_t = 1)]
+    run_times: u32,
+    /// Candidates measured at once, each in its own namespaces (they share the CPUs: keep
+    /// it at or below the number of cores).
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
+    /// Evaluations per delivery process, the initial design included.
+    #[arg(long, default_value_t = 40)]
+    max_evals: usize,
+    /// Space-filling evaluations (Latin hypercube, the first ones replaced by guesses read
+    /// off the target: rate, delay and queue from its logs, with its least loss and with
+    /// none) before the optimiser takes over.
+    #[arg(long, default_value_t = 8)]
+    initial_evals: usize,
+    /// The best candidates measured once more at the end (the objective is noisy; the best
+    /// mean wins).
+    #[arg(long, default_value_t = 2)]
+    confirm: usize,
+    /// Delivery processes to search: both (the paper's way: best of the two kept), constant
+    /// or poisson.
+    #[arg(long, value_enum, default_value_t = DeliveryArg::Both)]
+    delivery: DeliveryArg,
+    /// Rate bounds, Mbit/s, as LOW,HIGH (default: [0.5 × median, 2 × max] of the target's
+    /// peak 500 ms throughput).
+    #[arg(long, value_name = "LOW,HIGH", value_parser = parse_range::<f64>)]
+    rate_mbps: Option<(f64, f64)>,
+    /// One-way delay bounds, ms (default: [0, 2 × median minimum one-way delay]).
+    #[arg(long, value_name = "LOW,HIGH", value_parser = parse_range::<u32>)]
+    delay_ms: Option<(u32, u32)>,
+    /// Uplink DropTail bounds, packets (default: [10, 1.5 × most packets in flight]).
+    #[arg(long, value_name = "LOW,HIGH", value_parser = parse_range::<u32>)]
+    queue_packets: Option<(u32, u32)>,
+    /// Uplink loss bounds, fraction (default: [0, clamp(4 × median loss, 0.1, 0.5)]).
+    #[arg(long, value_name = "LOW,HIGH", value_parser = parse_range::<f64>)]
+    loss: Option<(f64, f64)>,
+    /// Output directory.
+    #[arg(long, default_value = "calibration")]
+    out: PathBuf,
+    /// Seed of the search and of the emulator's loss.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Keep every evaluation's packet logs (in OUT/evals/N/).
+    #[arg(long)]
+    keep_runs: bool,
+    /// Extra scheme descriptors (*.toml).
+    #[arg(long)]
+    schemes_dir: Option<PathBuf>,
+}
+
+/// `--delivery`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DeliveryArg {
+    /// Constant and Poisson, the better kept.
+    Both,
+    /// Constant-rate traces only.
+    Constant,
+    /// Poisson deliveries only.
+    Poisson,
+}
+
+/// `LOW,HIGH` → (LOW, HIGH).
+fn parse_range<T: std::str::FromStr>(s: &str) -> Result<(T, T), String> {
+    let (a, b) = s
+        .split_once(',')
+        .ok_or_else(|| format!("`{s}`: expected LOW,HIGH"))?;
+    let p = |x: &str| {
+        x.trim()
+            .parse::<T>()
+            .map_err(|_| format!("`{x}` is not a number"))
+    };
+    Ok((p(a)?, p(b)?))
+}
+
+pub(crate) fn exec(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
+    use emucal::mm::Delivery;
+    use engine::calibrate::{self, CalibrateOptions};
+    let registry = Registry::load(a.schemes_dir.as_deref())?;
+    let target = calibrate::load_target(&a.target, &registry)?;
+    let sys = SystemInfo::probe();
+    let schemes: Vec<String> = match &a.schemes {
+        Some(s) => s.split_whitespace().map(str::to_owned).collect(),
+        None => target
+            .schemes
+            .keys()
+            .filter(|k| {
+                registry
+                    .get(k)
+                    .is_ok_and(|s| s.unavailable_reason(&sys).is_none())
+            })
+            .cloned()
+            .collect(),
+    };
+    if schemes.is_empty() {
+        anyhow::bail!(
+            "none of the target's schemes ({}) can run here: see `pantheon schemes list`",
+            target.scheme_names()
+        );
+    }
+    if a.jobs == 0 || a.max_evals == 0 || a.run_times == 0 {
+        anyhow::bail!("--jobs, --max-evals and --run-times must be at least 1");
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        anyhow::bail!("`pantheon calibrate` needs root (network namespaces and TUN devices)");
+    }
+    let opts = CalibrateOptions {
+        schemes,
+        runtime: secs(a.runtime, "--runtime")?,
+        run_times: a.run_times,
+        jobs: a.jobs,
+        max_evals: a.max_evals,
+        initial_evals: a.initial_evals,
+        confirm: a.confirm,
+        deliveries: match a.delivery {
+            DeliveryArg::Both => vec![Delivery::Trace, Delivery::Poisson],
+            DeliveryArg::Constant => vec![Delivery::Trace],
+            DeliveryArg::Poisson => vec![Delivery::Poisson],
+        },
+        rate_mbps: a.rate_mbps,
+        delay_ms: a.delay_ms,
+        queue_packets: a.queue_packets,
+        loss: a.loss,
+        out_dir: a.out.clone(),
+        seed: a.seed,
+        keep_runs: a.keep_runs,
+        schemes_dir: a.schemes_dir.clone(),
+        netns_prefix: format!("pt-{}", std::process::id()),
+    };
+    install_interrupt_handler()?;
+    eprintln!(
+        "Calibrating to {} with {} ({} × {} s per candidate), {} evaluations per delivery \
+         process, {} at a time → {}",
+        target.source,
+        opts.schemes.join(", "),
+        opts.run_times,
+        opts.runtime.as_secs_f64(),
+        opts.max_evals,
+        opts.jobs,
+        opts.out_dir.display()
+    );
+    let bar = CalibrationBar(ProgressBar::new(0));
+    bar.0.set_style(
+        ProgressStyle::with_template(
+            "[{elapsed_precise}] {bar:30} {pos}/{len} {msg} (≈{eta} left)",
+        )
+        .expect("valid template"),
+    );
+    let evaluator = calibrate::LocalEvaluator {
+        registry: &registry,
+        opts: &opts,
+    };
+    let outcome = calibrate::calibrate(&target, &opts, &registry, &evaluator, &bar);
+    bar.0.finish_and_clear();
+    let o = outcome?;
+    println!(
+        "Best emulator: {}\nreplication error {:.1} % (throughput {:.1} %, delay {:.1} %; mean of \
+         {} measurement(s)), {} evaluations\n{}",
+        o.best.describe(),
+        o.error_pct,
+        o.tput_error_pct,
+        o.delay_error_pct,
+        o.measurements,
+        o.evaluations,
+        std::fs::read_to_string(opts.out_dir.join("mahimahi.txt")).unwrap_or_default()
+    );
+    for (s, l) in &o.leave_one_out {
+        println!(
+            "leave-one-out {s}: fit on the others {:.1} %, predicts {s} within {:.1} % \
+             (throughput) and {:.1} % (delay)",
+            l.fit_error_pct, l.tput_error_pct, l.delay_error_pct
+        );
+    }
+    println!(
+        "Use it: pantheon run local --emulator {}",
+        opts.out_dir.join("emulator.json").display()
+    );
+    Ok(if INTERRUPTED.load(Ordering::SeqCst) {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `pantheon calibrate`'s progress bar: evaluations done, best error so far.
+struct CalibrationBar(ProgressBar);
+
+impl engine::calibrate::Progress for CalibrationBar {
+    fn evaluated(
+        &self,
+        e: &emucal::calibrate::Evaluation,
+        done: usize,
+        total: usize,
+        best: Option<&emucal::calibrate::Evaluation>,
+    ) {
+        self.0.set_length(total as u64);
+        self.0.set_position(done as u64);
+        let line = match (e.overall_error_pct, &e.failure) {
+            (Some(err), _) => format!("{}: {err:.1} %", e.candidate.describe()),
+            (None, f) => format!(
+                "{}: FAILED: {}",
+                e.candidate.describe(),
+                f.as_deref().unwrap_or("?")
+            ),
+        };
+        self.0.suspend(|| eprintln!("{line}"));
+        if let Some(b) = best.and_then(|b| b.overall_error_pct.map(|x| (x, b))) {
+            self.0
+                .set_message(format!("best {:.1} %: {}", b.0, b.1.candidate.describe()));
+        }
+    }
+
+    fn phase(&self, what: &str) {
+        self.0.suspend(|| eprintln!("— {what}"));
+    }
+}

@@ -1,0 +1,157 @@
+//! One module per `pantheon` subcommand, each holding its arguments (clap) and its handler
+//! (`exec`), as cargo's `src/bin/cargo/commands/<name>.rs`; [`Command`] lists them and
+//! [`exec`] dispatches. Handlers return the process's exit status; an `Err` is printed by
+//! `main` as `error: …` with exit status 2.
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Subcommand;
+use engine::runner::INTERRUPTED;
+
+pub(crate) mod analyze;
+pub(crate) mod calibrate;
+pub(crate) mod compare;
+pub(crate) mod daemon;
+pub(crate) mod emulators;
+pub(crate) mod link_log;
+pub(crate) mod node;
+pub(crate) mod results;
+pub(crate) mod run;
+pub(crate) mod schemes;
+pub(crate) mod serve;
+pub(crate) mod shell;
+pub(crate) mod status;
+pub(crate) mod submit;
+pub(crate) mod trace;
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Run an experiment (needs root: it creates network namespaces and TUN devices).
+    Run {
+        #[command(subcommand)]
+        mode: run::RunMode,
+    },
+    /// Analyse a results directory: stats logs, pantheon_perf.json, summary table and plots.
+    Analyze(analyze::AnalyzeArgs),
+    /// Compare two results directories: per scheme and metric the runs, means, % difference
+    /// and standard deviations of each, Welch's t-test, and the replication error of the
+    /// second as an emulation of the first (e.g. `pantheon compare real/ emulated/`).
+    Compare(compare::CompareArgs),
+    /// Fit an emulator to a real path: the Pantheon paper's five parameters (bottleneck rate,
+    /// one-way delay, uplink DropTail size, uplink loss, constant or Poisson deliveries) found
+    /// by Bayesian optimisation of the replication error (needs root: every candidate is
+    /// measured by running the target's schemes over it).
+    ///
+    /// Writes to --out: search.log (one line per evaluation; running the same command again
+    /// resumes from it), emulator.json (use it as `pantheon run local --emulator
+    /// calibration/emulator.json`), mahimahi.txt, calibration.json (best emulator, its error,
+    /// bounds, leave-one-out check, wall time), figure3.svg (real vs emulated per scheme, the
+    /// paper's Figure 3) and convergence.svg. See docs/calibration.md.
+    Calibrate(Box<calibrate::CalibrateArgs>),
+    /// The testbed's orchestrator daemon: runs the testbed file's experiment matrix on a
+    /// schedule (round-robin tournaments over node pairs, no node in two experiments at once)
+    /// through the nodes' agents, analyses and archives every experiment (SQLite), and serves
+    /// the archive as web pages and to `pantheon submit|status|results` (gRPC).
+    Serve(Box<serve::ServeArgs>),
+    /// Queue one experiment between two testbed nodes on the daemon, outside its schedule.
+    Submit(Box<submit::SubmitArgs>),
+    /// What the daemon is doing: busy nodes, experiments running and queued.
+    Status(status::StatusArgs),
+    /// The daemon's archive: list experiments, show one, fetch its results directory.
+    Results {
+        #[command(subcommand)]
+        action: results::ResultsAction,
+    },
+    /// Testbed nodes: credentials for their agents, what a node is.
+    Node {
+        #[command(subcommand)]
+        action: node::NodeAction,
+    },
+    /// The scheme library.
+    Schemes {
+        #[command(subcommand)]
+        action: schemes::SchemesAction,
+    },
+    /// Run a command inside an emulated path written as Mahimahi shells, exactly as the chain
+    /// would (needs root).
+    ///
+    /// Example: `pantheon shell mm-delay 28 mm-loss uplink 0.004 mm-link up.trace down.trace
+    /// --uplink-queue=droptail --uplink-queue-args=packets=50 --uplink-log=up.log -- iperf3 -c
+    /// '$MAHIMAHI_BASE'` (a quoted `$MAHIMAHI_BASE` in the command's words is replaced by the
+    /// address; the command runs without a shell, so use `sh -c '…'` for pipes).
+    ///
+    /// Shells: mm-delay DELAY_MS · mm-loss uplink|downlink RATE · mm-onoff and mm-intermittent
+    /// uplink|downlink MEAN_ON_S MEAN_OFF_S · mm-link UP DOWN [--uplink-queue=
+    /// infinite|droptail|drophead|codel|pie --uplink-queue-args=… (and downlink) --once
+    /// --uplink-log=F --downlink-log=F]; ours: mm-link's --uplink-delivery=poisson (and
+    /// downlink) and --log-format=binary, pt-policer uplink|downlink RATE_MBPS BURST_BYTES
+    /// (token bucket), pt-aggregate uplink|downlink INTERVAL_MS (burst release, e.g. ACK
+    /// aggregation). The command gets MAHIMAHI_BASE (the address of this side) and the shell
+    /// exits with the command's status. Without a command, $SHELL runs.
+    Shell(shell::ShellArgs),
+    /// Mahimahi packet-delivery traces.
+    Trace {
+        #[command(subcommand)]
+        action: trace::TraceAction,
+    },
+    /// The emulator library: Pantheon's six calibrated emulators and pathological ones
+    /// (policers, ACK aggregation, shallow buffers), for `--emulator NAME`.
+    Emulators(emulators::EmulatorsArgs),
+    /// Print a binary mm-link log (`--log-format=binary`) in Mahimahi's text form.
+    LinkLog(link_log::LinkLogArgs),
+}
+
+impl Command {
+    /// Whether the command only prints (and so ends quietly when its reader goes).
+    pub(crate) fn prints_only(&self) -> bool {
+        matches!(
+            self,
+            Command::Analyze(_)
+                | Command::Compare(_)
+                | Command::Schemes { .. }
+                | Command::Emulators(_)
+                | Command::LinkLog(_)
+        )
+    }
+}
+
+/// Runs `command`'s handler.
+pub(crate) fn exec(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run { mode } => run::exec(mode),
+        Command::Analyze(args) => analyze::exec(args),
+        Command::Compare(args) => compare::exec(args),
+        Command::Calibrate(args) => calibrate::exec(*args),
+        Command::Serve(args) => serve::exec(*args),
+        Command::Submit(args) => submit::exec(*args),
+        Command::Status(args) => status::exec(args),
+        Command::Results { action } => results::exec(action),
+        Command::Node { action } => node::exec(action),
+        Command::Schemes { action } => schemes::exec(action),
+        Command::Shell(args) => shell::exec(args),
+        Command::Trace { action } => trace::exec(action),
+        Command::Emulators(args) => emulators::exec(args),
+        Command::LinkLog(args) => link_log::exec(args),
+    }
+}
+
+/// `s` seconds as a duration; an error names `flag` if it is negative or not finite.
+pub(crate) fn secs(s: f64, flag: &str) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(s)
+        .map_err(|_| anyhow::anyhow!("{flag} must be a non-negative number of seconds"))
+}
+
+/// Ctrl-C / SIGTERM: the runner finishes the current run's cleanup and stops; a second one
+/// exits at once.
+pub(crate) fn install_interrupt_handler() -> anyhow::Result<()> {
+    ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            eprintln!("\nsecond interrupt: exiting now (namespaces named pt-<pid>-* may remain)");
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupted: cleaning up the current run…");
+    })
+    .context("install the Ctrl-C handler")
+}

@@ -1,0 +1,429 @@
+//! `pantheon run local|remote`: Pantheon's `test.py local` and `test.py remote` flags, and
+//! the experiment loop both share (progress bar, `pantheon_runs.json`, Ctrl-C, analysis).
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use engine::analyze;
+use engine::plan::{write_constant_trace, write_json, ExperimentPlan};
+use engine::runner::{self, RunOutcome, INTERRUPTED};
+use engine::schemes::{Registry, Scheme, SystemInfo};
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+use super::{install_interrupt_handler, secs};
+
+#[derive(Subcommand)]
+pub(crate) enum RunMode {
+    /// Both ends on this machine, over the emulated path (Pantheon's `test.py local`).
+    Local(Box<LocalArgs>),
+    /// Between two nodes of a testbed, each running `pantheon-agent` (Pantheon's `test.py
+    /// remote`, with agents instead of ssh): tunnels over the real path between them, one-way
+    /// delays corrected with NTP offsets measured before and after every run. Results and
+    /// report as local runs.
+    ///
+    /// Example: `pantheon run remote 10.0.2.2 --local-agent 10.0.1.2 --credentials creds/
+    /// --schemes "cubic bbr" --sender remote --tunnel-server local --local-addr 10.0.1.2
+    /// --ntp-addr pool.ntp.org`.
+    Remote(Box<RemoteArgs>),
+}
+
+/// Runs a local or a remote experiment.
+pub(crate) fn exec(mode: RunMode) -> anyhow::Result<ExitCode> {
+    match mode {
+        RunMode::Local(args) => run_local(*args),
+        RunMode::Remote(args) => run_remote(*args),
+    }
+}
+
+/// Pantheon's `test.py remote` flags, with agents.
+#[derive(Args)]
+pub(crate) struct RemoteArgs {
+    /// The remote node's agent: HOST[:PORT] (port 7070 by default).
+    remote_agent: String,
+    /// The local node's agent: HOST[:PORT].
+    #[arg(long, default_value = "127.0.0.1")]
+    local_agent: String,
+    /// Directory with the testbed's agent.pem and token (`pantheon node credentials`).
+    #[arg(long, default_value = "credentials")]
+    credentials: PathBuf,
+    #[command(flatten)]
+    common: CommonRunArgs,
+    /// Which node runs the scheme's sender.
+    #[arg(long, value_enum, default_value_t = WhereArg::Local)]
+    sender: WhereArg,
+    /// Which node runs the tunnel server (the other dials it; put it where it can be reached).
+    #[arg(long, value_enum, default_value_t = WhereArg::Remote)]
+    tunnel_server: WhereArg,
+    /// The local node's address the remote tunnel client dials (with --tunnel-server local).
+    #[arg(long, value_name = "IP")]
+    local_addr: Option<std::net::Ipv4Addr>,
+    /// The remote node's address the local tunnel client dials (default: the remote agent's
+    /// host).
+    #[arg(long, value_name = "IP")]
+    remote_addr: Option<std::net::Ipv4Addr>,
+    /// Bind the local tunnel to this interface (and use its MTU).
+    #[arg(long, value_name = "IF")]
+    local_if: Option<String>,
+    /// Bind the remote tunnel to this interface (and use its MTU).
+    #[arg(long, value_name = "IF")]
+    remote_if: Option<String>,
+    /// NTP server (HOST[:PORT]) both nodes measure their clock offsets to, before and after
+    /// every run; without it one-way delays mix two unsynchronised clocks (flagged).
+    #[arg(long, value_name = "HOST")]
+    ntp_addr: Option<String>,
+    /// SNTP queries per offset measurement (the one with the shortest round trip is used).
+    #[arg(long, default_value_t = 4)]
+    ntp_samples: u32,
+    /// Flag runs whose clock offset on either node moved more than this during the run, ms.
+    #[arg(long, default_value_t = 1.0)]
+    max_clock_move_ms: f64,
+    /// Seconds the receiver's node keeps receiving after the sender's stopped.
+    #[arg(long, default_value_t = 1.0)]
+    drain: f64,
+    /// Free text describing the local side (for the report).
+    #[arg(long)]
+    local_desc: Option<String>,
+    /// Free text describing the remote side (for the report).
+    #[arg(long)]
+    remote_desc: Option<String>,
+}
+
+/// `--sender` / `--tunnel-server`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum WhereArg {
+    /// The node of --local-agent.
+    Local,
+    /// The remote node.
+    Remote,
+}
+
+impl From<WhereArg> for pantheon_orchestrator::remote::Node {
+    fn from(w: WhereArg) -> Self {
+        match w {
+            WhereArg::Local => pantheon_orchestrator::remote::Node::Local,
+            WhereArg::Remote => pantheon_orchestrator::remote::Node::Remote,
+        }
+    }
+}
+
+/// The flags local and remote runs share (Pantheon's).
+#[derive(Args)]
+pub(crate) struct CommonRunArgs {
+    /// Schemes to run, space separated, e.g. "cubic bbr".
+    #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+    schemes: Option<String>,
+    /// Run every scheme that can run on this machine.
+    #[arg(long)]
+    all: bool,
+    /// Seconds each run lasts, from the start of its (first) flow.
+    #[arg(short = 't', long, default_value_t = 30.0)]
+    runtime: f64,
+    /// Runs per scheme.
+    #[arg(long, default_value_t = 1)]
+    run_times: u32,
+    /// Id of the first run.
+    #[arg(long, default_value_t = 1)]
+    start_run_id: u32,
+    /// Flows per run (one tunnel each).
+    #[arg(short = 'f', long, default_value_t = 1)]
+    flows: u16,
+    /// Seconds between the starts of two flows.
+    #[arg(long, default_value_t = 0.0)]
+    interval: f64,
+    /// Shuffle the order of the schemes (once, as Pantheon).
+    #[arg(long)]
+    random_order: bool,
+    /// Results directory (created if missing).
+    #[arg(long, default_value = "results")]
+    data_dir: PathBuf,
+    /// Extra scheme descriptors (*.toml) that add to or override the built-in ones.
+    #[arg(long)]
+    schemes_dir: Option<PathBuf>,
+    /// Seconds to wait after starting the side that runs first (Pantheon: 3).
+    #[arg(long, default_value_t = 1.0)]
+    first_side_setup: f64,
+}
+
+/// Pantheon's `test.py local` flags.
+#[derive(Args)]
+pub(crate) struct LocalArgs {
+    #[command(flatten)]
+    common: CommonRunArgs,
+    /// A named emulator from the library (`pantheon emulators`), e.g. nepal-aws-india; sets
+    /// the traces, --prepend-mm-cmds and --extra-mm-link-args.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["uplink_trace", "downlink_trace", "prepend_mm_cmds", "extra_mm_link_args"])]
+    emulator: Option<String>,
+    /// Uplink (sender → receiver) trace. Default: a 12 Mbit/s trace, as Pantheon.
+    #[arg(long)]
+    uplink_trace: Option<PathBuf>,
+    /// Downlink (receiver → sender) trace. Default: a 12 Mbit/s trace.
+    #[arg(long)]
+    downlink_trace: Option<PathBuf>,
+    /// Mahimahi shells outside mm-link, e.g. "mm-delay 28 mm-loss uplink 0.004".
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    prepend_mm_cmds: String,
+    /// Mahimahi shells inside mm-link.
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    append_mm_cmds: String,
+    /// mm-link options, e.g. "--uplink-queue=droptail --uplink-queue-args=packets=50".
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    extra_mm_link_args: String,
+    /// Longest wait, in seconds, for packets still in the path to leave it after a run.
+    #[arg(long, default_value_t = 10.0)]
+    drain_timeout: f64,
+    /// Seed of the emulator's random loss (default: from the clock; recorded in the metadata).
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+/// The schemes of `--schemes`, or with `--all` every scheme that can run here (the others
+/// named on stderr); shuffled with `seed` if `--random-order`.
+fn chosen_schemes(c: &CommonRunArgs, registry: &Registry, seed: u64) -> Vec<String> {
+    let sys = SystemInfo::probe();
+    let mut schemes: Vec<String> = match &c.schemes {
+        Some(s) => s.split_whitespace().map(str::to_owned).collect(),
+        None => registry
+            .all()
+            .filter(|s| match s.unavailable_reason(&sys) {
+                None => true,
+                Some(why) => {
+                    eprintln!("--all: skipping {} ({why})", s.name);
+                    false
+                }
+            })
+            .map(|s| s.name.clone())
+            .collect(),
+    };
+    if c.random_order {
+        schemes.shuffle(&mut SmallRng::seed_from_u64(seed));
+    }
+    schemes
+}
+
+/// The plan of the common flags; the local-only fields are the caller's to set.
+fn common_plan(
+    c: &CommonRunArgs,
+    schemes: Vec<String>,
+    seed: u64,
+) -> anyhow::Result<ExperimentPlan> {
+    Ok(ExperimentPlan {
+        schemes,
+        run_times: c.run_times,
+        start_run_id: c.start_run_id,
+        runtime: secs(c.runtime, "--runtime")?,
+        flows: c.flows,
+        interval: secs(c.interval, "--interval")?,
+        first_side_setup: secs(c.first_side_setup, "--first-side-setup")?,
+        drain_timeout: Duration::ZERO,
+        random_order: c.random_order,
+        data_dir: c.data_dir.clone(),
+        seed,
+        uplink_trace: PathBuf::new(),
+        downlink_trace: PathBuf::new(),
+        prepend_mm_cmds: String::new(),
+        append_mm_cmds: String::new(),
+        extra_mm_link_args: String::new(),
+        schemes_dir: c.schemes_dir.clone(),
+    })
+}
+
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+}
+
+fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
+    let registry = Registry::load(a.common.schemes_dir.as_deref())?;
+    let seed = a.seed.unwrap_or_else(clock_seed);
+    let schemes = chosen_schemes(&a.common, &registry, seed);
+    let data_dir = a.common.data_dir.clone();
+    std::fs::create_dir_all(&data_dir).with_context(|| format!("create {}", data_dir.display()))?;
+    let mut a = a;
+    if let Some(name) = &a.emulator {
+        // A preset: its trace in the data directory, its shells as Pantheon's flags.
+        let preset = emucal::presets::find(name).map_err(anyhow::Error::msg)?;
+        let trace = data_dir.join(preset.trace_file_name());
+        write_constant_trace(&trace, preset.rate_mbps)?;
+        a.uplink_trace = Some(trace.clone());
+        a.downlink_trace = Some(trace);
+        a.prepend_mm_cmds = preset.prepend;
+        a.extra_mm_link_args = preset.link_args;
+    }
+    // Pantheon's default trace (12 Mbit/s), written once if either direction needs it.
+    let default_trace = if a.uplink_trace.is_some() && a.downlink_trace.is_some() {
+        None
+    } else {
+        let p = data_dir.join("12mbps.trace");
+        write_constant_trace(&p, 12.0)?;
+        Some(p)
+    };
+    let trace_or_default = |t: &Option<PathBuf>| {
+        t.clone()
+            .or_else(|| default_trace.clone())
+            .expect("written above")
+    };
+    let plan = ExperimentPlan {
+        drain_timeout: secs(a.drain_timeout, "--drain-timeout")?,
+        uplink_trace: trace_or_default(&a.uplink_trace),
+        downlink_trace: trace_or_default(&a.downlink_trace),
+        prepend_mm_cmds: a.prepend_mm_cmds.clone(),
+        append_mm_cmds: a.append_mm_cmds.clone(),
+        extra_mm_link_args: a.extra_mm_link_args.clone(),
+        ..common_plan(&a.common, schemes, seed)?
+    };
+    let path = plan.validate(&registry)?;
+    let sys = SystemInfo::probe();
+    for name in &plan.schemes {
+        if let Some(why) = registry.get(name)?.unavailable_reason(&sys) {
+            eprintln!("warning: {name} cannot run here ({why}); its runs will fail");
+        }
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        anyhow::bail!("`pantheon run local` needs root (network namespaces and TUN devices)");
+    }
+    let netns_prefix = format!("pt-{}", std::process::id());
+    let mut metadata = plan.metadata(&path);
+    metadata["netns_prefix"] = serde_json::json!(netns_prefix);
+    if let Some(name) = &a.emulator {
+        metadata["emulator_preset"] = serde_json::json!(name);
+    }
+    write_json(&plan.data_dir.join("pantheon_metadata.json"), &metadata)?;
+    eprintln!("Emulated path: {}", path.command_line);
+    run_experiment(
+        &plan,
+        &registry,
+        &netns_prefix,
+        &|scheme, run_id, tag, progress| {
+            runner::run_once(&plan, &path, scheme, run_id, tag, progress)
+        },
+    )
+}
+
+/// Runs one scheme once: (scheme, run id, unique tag, progress callback taking 0–1) → record.
+type RunOne<'a> = &'a dyn Fn(&Scheme, u32, &str, &dyn Fn(f64)) -> runner::RunRecord;
+
+/// Runs every scheme `run_times` times with `run_one` (given the scheme, run id, a unique tag
+/// `<prefix>-<n>` and a progress callback), with a progress bar; records each run in
+/// `pantheon_runs.json` as it ends; stops after the current run on Ctrl-C; then analyses the
+/// results directory and prints the summary. Exit status 130 when interrupted.
+fn run_experiment(
+    plan: &ExperimentPlan,
+    registry: &Registry,
+    prefix: &str,
+    run_one: RunOne,
+) -> anyhow::Result<ExitCode> {
+    install_interrupt_handler()?;
+    let total = plan.run_times as usize * plan.schemes.len();
+    eprintln!(
+        "{} scheme(s) × {} run(s) of {} s → {}",
+        plan.schemes.len(),
+        plan.run_times,
+        plan.runtime.as_secs_f64(),
+        plan.data_dir.display()
+    );
+    let bar = ProgressBar::new((total * 1000) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {msg} (≈{eta} left)")
+            .expect("valid template"),
+    );
+    let mut records = Vec::new();
+    let mut seq = 0usize;
+    'runs: for run_id in plan.start_run_id..plan.start_run_id + plan.run_times {
+        for name in &plan.schemes {
+            let scheme = registry.get(name)?;
+            bar.set_message(format!("{name} run {run_id} ({}/{total})", seq + 1));
+            let tag = format!("{prefix}-{seq}");
+            let base = (seq * 1000) as u64;
+            let rec = run_one(scheme, run_id, &tag, &|f| {
+                bar.set_position(base + (f * 1000.0) as u64);
+            });
+            seq += 1;
+            bar.set_position((seq * 1000) as u64);
+            let line = match &rec.outcome {
+                RunOutcome::Ok => format!("{name} run {run_id}: done"),
+                RunOutcome::Failed { reason } => format!("{name} run {run_id}: FAILED: {reason}"),
+                RunOutcome::Interrupted => format!("{name} run {run_id}: interrupted"),
+            };
+            bar.suspend(|| eprintln!("{line}"));
+            records.push(rec);
+            write_json(
+                &plan.data_dir.join("pantheon_runs.json"),
+                &serde_json::to_value(&records)?,
+            )?;
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                break 'runs;
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        eprintln!("interrupted: analysing what was recorded");
+    }
+    let md = analyze::analyze_dir(&plan.data_dir, registry)?;
+    println!("{md}");
+    Ok(if INTERRUPTED.load(Ordering::SeqCst) {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
+    use pantheon_orchestrator::agent::{auth::Credentials, client::AgentClient};
+    use pantheon_orchestrator::remote::{self, Nodes, RemoteOptions};
+    let registry = Registry::load(a.common.schemes_dir.as_deref())?;
+    let schemes = chosen_schemes(&a.common, &registry, clock_seed());
+    let plan = common_plan(&a.common, schemes, 0)?;
+    plan.check(&registry)?;
+    let credentials = Credentials::load(&a.credentials, false)?;
+    let local = AgentClient::new(&a.local_agent, &credentials)?;
+    let remote_agent = AgentClient::new(&a.remote_agent, &credentials)?;
+    let opts = RemoteOptions {
+        sender: a.sender.into(),
+        tunnel_server: a.tunnel_server.into(),
+        local_addr: a.local_addr,
+        remote_addr: a.remote_addr,
+        local_if: a.local_if.clone(),
+        remote_if: a.remote_if.clone(),
+        ntp_addr: a.ntp_addr.clone(),
+        ntp_samples: a.ntp_samples,
+        max_clock_move_ns: (a.max_clock_move_ms * 1e6) as i64,
+        drain: secs(a.drain, "--drain")?,
+    };
+    remote::check_options(&opts, &remote_agent.host)?;
+    let nodes = Nodes {
+        local: &local,
+        remote: &remote_agent,
+    };
+    let desc = remote::Descriptions {
+        local: a.local_desc.clone(),
+        remote: a.remote_desc.clone(),
+    };
+    remote::start_experiment(&plan, &opts, &nodes, &desc, &|w| eprintln!("warning: {w}"))?;
+    eprintln!(
+        "Remote experiment: sender on the {} node, tunnel server on the {} node ({} ↔ {})",
+        opts.sender.name(),
+        opts.tunnel_server.name(),
+        local.addr,
+        remote_agent.addr
+    );
+    // Run names are unique per invocation: `r<pid>-<n>` (agents prefix them with their node).
+    let prefix = format!("r{}", std::process::id());
+    run_experiment(
+        &plan,
+        &registry,
+        &prefix,
+        &|scheme, run_id, tag, progress| {
+            remote::run_when_ready(&plan, &opts, &nodes, scheme, run_id, tag, progress)
+        },
+    )
+}

@@ -1,0 +1,153 @@
+//! `pantheon schemes list|setup|check`: the scheme library.
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Subcommand;
+use engine::schemes::{Registry, SystemInfo};
+
+use super::secs;
+
+#[derive(Subcommand)]
+pub(crate) enum SchemesAction {
+    /// List the schemes and whether each can run on this machine (and why not).
+    List {
+        /// Extra scheme descriptors (*.toml).
+        #[arg(long)]
+        schemes_dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Install what schemes need — the Debian, Python, Rust and Nix packages their descriptors
+    /// name — and run their setup steps (needs root for apt). One failing scheme does not stop
+    /// the others; exit status 1 if any failed. See docs/schemes.md.
+    Setup {
+        /// Schemes to set up.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        names: Vec<String>,
+        /// Set up every scheme.
+        #[arg(long)]
+        all: bool,
+        /// Extra scheme descriptors (*.toml).
+        #[arg(long)]
+        schemes_dir: Option<PathBuf>,
+    },
+    /// Run each scheme through a short emulated run (10 Mbit/s both ways, mm-delay 28, through
+    /// the tunnel) and say which work and, precisely, what is wrong with the others (needs
+    /// root). Exit status 1 if any fails.
+    Check {
+        /// Schemes to check (default: all).
+        names: Vec<String>,
+        /// Seconds each run lasts.
+        #[arg(long, default_value_t = 5.0)]
+        runtime: f64,
+        /// Extra scheme descriptors (*.toml).
+        #[arg(long)]
+        schemes_dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Lists, sets up or checks schemes; exit status 1 if a setup or check failed.
+pub(crate) fn exec(action: SchemesAction) -> anyhow::Result<ExitCode> {
+    match action {
+        SchemesAction::List { schemes_dir, json } => list(schemes_dir, json),
+        SchemesAction::Setup {
+            names,
+            all: _,
+            schemes_dir,
+        } => {
+            let registry = Registry::load(schemes_dir.as_deref())?;
+            let chosen = if names.is_empty() {
+                registry.all().collect::<Vec<_>>()
+            } else {
+                names
+                    .iter()
+                    .map(|n| registry.get(n))
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            let outcomes = engine::setup::setup_all(&chosen);
+            let rows = outcomes.iter().map(|o| (&*o.scheme, o.ok, &*o.detail));
+            Ok(verdict_lines(rows, true))
+        }
+        SchemesAction::Check {
+            names,
+            runtime,
+            schemes_dir,
+            json,
+        } => {
+            let registry = Registry::load(schemes_dir.as_deref())?;
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 {
+                anyhow::bail!("`pantheon schemes check` needs root (network namespaces, TUN)");
+            }
+            let work = tempfile::Builder::new()
+                .prefix("pantheon-check-")
+                .tempdir()
+                .context("create a scratch directory")?;
+            let tag = format!("ptc-{}", std::process::id());
+            let verdicts = engine::check::check(
+                &registry,
+                &names,
+                secs(runtime, "--runtime")?,
+                work.path(),
+                &tag,
+            )?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&verdicts)?);
+            }
+            let rows = verdicts.iter().map(|v| (&*v.scheme, v.ok, &*v.detail));
+            Ok(verdict_lines(rows, !json))
+        }
+    }
+}
+
+/// `pantheon schemes list`: one line per scheme, runnable or why not, and its notes.
+fn list(schemes_dir: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+    let registry = Registry::load(schemes_dir.as_deref())?;
+    let sys = SystemInfo::probe();
+    let mut rows = Vec::new();
+    for s in registry.all() {
+        let why = s.unavailable_reason(&sys);
+        if json {
+            rows.push(serde_json::json!({"name": s.name, "label": s.label,
+                "runnable": why.is_none(), "reason": why, "notes": s.notes(&sys)}));
+        } else {
+            match &why {
+                None => println!("{:<16} {:<13} runnable", s.name, s.label),
+                Some(w) => println!("{:<16} {:<13} NOT runnable: {w}", s.name, s.label),
+            }
+            for n in s.notes(&sys) {
+                println!("{:<30}  note: {n}", "");
+            }
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints (when `print`) one `NAME  ok|FAILED  DETAIL` line per scheme, for `schemes check`
+/// and `schemes setup`; exit status 1 if any failed.
+fn verdict_lines<'a>(
+    rows: impl Iterator<Item = (&'a str, bool, &'a str)>,
+    print: bool,
+) -> ExitCode {
+    let mut all_ok = true;
+    for (scheme, ok, detail) in rows {
+        all_ok &= ok;
+        if print {
+            let status = if ok { "ok    " } else { "FAILED" };
+            println!("{scheme:<16} {status} {detail}");
+        }
+    }
+    if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,136 @@
+//! `pantheon serve`: the orchestrator daemon, until SIGINT/SIGTERM.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use engine::schemes::Registry;
+use pantheon_orchestrator::agent::auth::{Credentials, TokenCheck};
+use pantheon_orchestrator::testbed::archive::{Archive, SqliteArchive};
+use pantheon_orchestrator::testbed::config::TestbedConfig;
+use pantheon_orchestrator::testbed::daemon::{log, Daemon};
+use pantheon_orchestrator::testbed::service::{proto, OrchestratorService};
+use pantheon_orchestrator::testbed::web::{router, WebState};
+
+/// `pantheon serve`'s flags.
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// The testbed file (TOML): nodes, experiment matrix, schedule. See docs/testbed.md.
+    testbed: PathBuf,
+    /// The archive (SQLite file, created if missing).
+    #[arg(long, default_value = "pantheon-archive.sqlite")]
+    archive: PathBuf,
+    /// Where each experiment's results directory goes (`DIR/<number>/`).
+    #[arg(long, default_value = "archive")]
+    results_dir: PathBuf,
+    /// Address of the gRPC service for `pantheon submit|status|results` (TLS and token, with
+    /// the testbed's credentials: its host must be in the certificate).
+    #[arg(long, default_value = "127.0.0.1:7071")]
+    listen: SocketAddr,
+    /// Address of the web pages (plain HTTP, read-only).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    web: SocketAddr,
+    /// Seconds between two scheduling steps.
+    #[arg(long, default_value_t = 1.0)]
+    tick: f64,
+    /// Extra scheme descriptors (*.toml).
+    #[arg(long)]
+    schemes_dir: Option<PathBuf>,
+}
+
+/// Runs the daemon until SIGINT/SIGTERM.
+pub(crate) fn exec(a: ServeArgs) -> anyhow::Result<ExitCode> {
+    let config = TestbedConfig::load(&a.testbed)?;
+    let registry = Registry::load(a.schemes_dir.as_deref())?;
+    for s in &config.matrix.schemes {
+        registry
+            .get(s)
+            .with_context(|| format!("{}: [matrix] schemes", a.testbed.display()))?;
+    }
+    let tick = Duration::try_from_secs_f64(a.tick)
+        .ok()
+        .filter(|t| !t.is_zero())
+        .context("--tick must be a positive number of seconds")?;
+    let credentials = Credentials::load(&config.credentials, true)?;
+    let archive: Arc<dyn Archive> = Arc::new(SqliteArchive::open(&a.archive)?);
+    let daemon = Daemon::new(
+        config,
+        Arc::clone(&archive),
+        registry,
+        a.results_dir.clone(),
+    )?;
+    let interrupted = daemon.recover()?;
+    if interrupted > 0 {
+        log(&format!("{interrupted} interrupted run(s) will run again"));
+    }
+    {
+        let d = Arc::clone(&daemon);
+        ctrlc::set_handler(move || {
+            log("stopping: the runs in progress end early and will run again at the next start");
+            d.shutdown();
+        })
+        .context("install the SIGINT/SIGTERM handler")?;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("start the tokio runtime")?;
+    let (grpc, web) = rt.block_on(async {
+        let g = tokio::net::TcpListener::bind(a.listen)
+            .await
+            .with_context(|| format!("listen on {}", a.listen))?;
+        let w = tokio::net::TcpListener::bind(a.web)
+            .await
+            .with_context(|| format!("listen on {}", a.web))?;
+        anyhow::Ok((g, w))
+    })?;
+    log(&format!(
+        "pantheon serve (version {}): {} nodes, archive {}, results in {}; gRPC on {}, web on \
+         http://{}/",
+        env!("CARGO_PKG_VERSION"),
+        daemon.config().nodes.len(),
+        a.archive.display(),
+        a.results_dir.display(),
+        grpc.local_addr()?,
+        web.local_addr()?
+    ));
+    let tls =
+        tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(
+            &credentials.cert_pem,
+            credentials.key_pem.as_deref().expect("loaded with the key"),
+        ));
+    let server = tonic::transport::Server::builder()
+        .tls_config(tls)
+        .context("TLS configuration")?
+        .add_service(
+            proto::orchestrator_server::OrchestratorServer::with_interceptor(
+                OrchestratorService::new(Arc::clone(&daemon)),
+                TokenCheck::new(&credentials),
+            ),
+        );
+    rt.spawn(async move {
+        if let Err(e) = server
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(grpc))
+            .await
+        {
+            log(&format!("gRPC service: {e}"));
+        }
+    });
+    let pages = router(WebState {
+        archive,
+        scratch: a.results_dir.join(".history"),
+    });
+    rt.spawn(async move {
+        if let Err(e) = axum::serve(web, pages).await {
+            log(&format!("web pages: {e}"));
+        }
+    });
+    daemon.run(tick);
+    rt.shutdown_timeout(Duration::from_secs(1));
+    log("stopped");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,35 @@
+//! The experiment engine: everything a local experiment needs, as a library.
+//!
+//! It owns the scheme library (descriptors, setup, check), experiment plans, the local runner
+//! (tunnel, emulator and schemes in network namespaces of its own), `pantheon shell`, results
+//! directories and their analysis, comparison and the calibration driver. It is what the
+//! `pantheon` CLI (`crates/cli`) and the testbed (`crates/orchestrator`) build on.
+//!
+//! It must never depend on gRPC, SQLite, web or ssh crates (tonic, rusqlite, axum, ssh2): those
+//! are the testbed's. Dependency direction (`shared/DESIGN.md`): `engine → {emucal, tunnel,
+//! netns, analyzer}`.
+//!
+//! # Brief overview
+//!
+//! - [`schemes`]: scheme descriptors (`schemes/*.toml`) and whether each can run here.
+//! - [`plan`]: command-line flags → a validated [`plan::ExperimentPlan`] →
+//!   `pantheon_metadata.json`.
+//! - [`runner`]: one run of one scheme through the tunnel and the emulator, with cleanup on
+//!   every exit path.
+//! - [`shell`]: `pantheon shell`, a command inside an emulated path given as Mahimahi shells.
+//! - [`analyze`]: a results directory → Pantheon's stats logs, `pantheon_perf.json`, summary
+//!   table and plots.
+//! - [`setup`]: `pantheon schemes setup`, what the descriptors ask to install and run once.
+//! - [`check`]: `pantheon schemes check`, each scheme through a short emulated run.
+//! - [`compare`]: `pantheon compare A B`, two results directories side by side.
+//! - [`calibrate`]: `pantheon calibrate`, an emulator fitted to a real path's results.
+
+pub mod analyze;
+pub mod calibrate;
+pub mod check;
+pub mod compare;
+pub mod plan;
+pub mod runner;
+pub mod schemes;
+pub mod setup;
+pub mod shell;
