@@ -573,6 +573,63 @@ mod tests {
     }
 
     #[test]
+    fn analyze_and_tunnel_check_give_the_same_p95_on_one_log() {
+        use tunnel::log::{Direction, Header, Kind, LogFormat, LogWriter, Record, Role};
+        let dir = std::env::temp_dir().join(format!("p95-agree-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // 13 packets with one-way delays 1..13 ms: Pantheon's index round(0.95·12) = 11 gives
+        // 12 ms, the nearest rank ceil(0.95·13) gives 13 ms, so a second definition shows.
+        let header = |role, kind| Header {
+            role,
+            kind,
+            flow: 1,
+            direction: Direction::Datalink,
+            base_realtime_ns: 1_795_000_000_000_000_000,
+            clock_offset_ns: None,
+            clock_drift_ppb: 0,
+        };
+        let egress_path = dir.join(log_name("cubic", "datalink", 1, 1, "egress"));
+        let ingress_path = dir.join(log_name("cubic", "datalink", 1, 1, "ingress"));
+        let mut egress = LogWriter::create(
+            &egress_path,
+            &header(Role::Client, Kind::Egress),
+            &LogFormat::Binary,
+        )
+        .unwrap();
+        let mut ingress = LogWriter::create(
+            &ingress_path,
+            &header(Role::Server, Kind::Ingress),
+            &LogFormat::Binary,
+        )
+        .unwrap();
+        for i in 0..13u64 {
+            let r = |t_ns, kind| Record {
+                t_ns,
+                uid: i,
+                size: 1500,
+                flow: 1,
+                kind,
+            };
+            egress.push(&r(i * 10_000_000, Kind::Egress)).unwrap();
+            let delay_ns = (i + 1) * 1_000_000;
+            ingress
+                .push(&r(i * 10_000_000 + delay_ns, Kind::Ingress))
+                .unwrap();
+        }
+        egress.flush().unwrap();
+        ingress.flush().unwrap();
+        let analyzed = read_run(&dir, "cubic", 1).unwrap().stats().unwrap();
+        let checked = tunnel::log::check_pair(
+            &tunnel::log::read_log(&egress_path).unwrap(),
+            &tunnel::log::read_log(&ingress_path).unwrap(),
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        let p95 = analyzed.total.p95_delay_ms.unwrap();
+        assert!((p95 - 12.0).abs() < 1e-6, "{p95}");
+        assert!((checked.p95_delay_ms - p95).abs() < 1e-6, "{checked:?}");
+    }
+
+    #[test]
     fn a_pantheon_archive_run_reads_from_its_merged_log_with_capacity() {
         let dir = std::env::temp_dir().join(format!("ingest-merged-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

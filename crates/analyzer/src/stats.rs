@@ -1,6 +1,8 @@
 //! Summary statistics of per-run figures (no Polars: the calibration model in `emucal` uses
 //! them too).
 
+pub use tunnel::log::percentile_nearest as percentile;
+
 /// Arithmetic mean (NaN for no values).
 pub fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64

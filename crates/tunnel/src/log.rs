@@ -531,11 +531,24 @@ pub struct PairCheck {
     pub unexpected: u64,
     /// Received packets whose size differs from the size they were sent with (should be 0).
     pub size_mismatches: u64,
-    /// Median one-way delay of received packets, ms, on the two logs' own clocks (exact on
+    /// Median one-way delay of received packets ([`percentile_nearest`] at 0.5), ms, on the two logs' own clocks (exact on
     /// one host; add the clock offset between hosts otherwise). NaN when nothing arrived.
     pub median_delay_ms: f64,
-    /// 95th percentile (nearest rank) of the same delays, ms.
+    /// 95th percentile of the same delays ([`percentile_nearest`]), ms.
     pub p95_delay_ms: f64,
+}
+
+/// Pantheon's percentile `q` (0–1) of `sorted` (ascending): the value at index
+/// round(q·(n−1)), numpy's `interpolation='nearest'` as Pantheon's `tunnel_graph.py` takes the
+/// 95th-percentile one-way delay (an exact .5 rounds away from zero here, to even in numpy).
+/// `None` when `sorted` is empty. The one definition of the workspace: `pantheon-tunnel check`
+/// calls it, and `pantheon analyze` computes the same index (Polars' `QuantileMethod::Nearest`;
+/// the analyzer re-exports this function as `analyzer::stats::percentile` and tests that both
+/// agree on one log).
+pub fn percentile_nearest(sorted: &[f64], q: f64) -> Option<f64> {
+    let last = sorted.len().checked_sub(1)?;
+    let i = (q.clamp(0.0, 1.0) * last as f64).round() as usize;
+    Some(sorted[i.min(last)])
 }
 
 /// Matches `egress` (one endpoint's sent packets) with `ingress` (the other's received ones)
@@ -561,13 +574,7 @@ pub fn check_pair(egress: &LogFile, ingress: &LogFile) -> PairCheck {
         }
     }
     delays.sort_by(f64::total_cmp);
-    let rank = |q: f64| -> f64 {
-        if delays.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((q * delays.len() as f64).ceil() as usize).clamp(1, delays.len()) - 1;
-        delays[i]
-    };
+    let rank = |q: f64| percentile_nearest(&delays, q).unwrap_or(f64::NAN);
     PairCheck {
         sent: sent.len() as u64,
         received,
@@ -808,5 +815,17 @@ mod tests {
         assert_eq!((c.sent, c.received, c.lost, c.unexpected), (10, 9, 1, 2));
         assert_eq!(c.size_mismatches, 0);
         assert_eq!((c.median_delay_ms, c.p95_delay_ms), (2.0, 2.0));
+    }
+
+    #[test]
+    fn percentile_is_pantheons_nearest_index() {
+        let v: Vec<f64> = (1..=13).map(f64::from).collect();
+        // round(0.95·12) = round(11.4) = 11 → 12 (nearest rank would give 13).
+        assert_eq!(percentile_nearest(&v, 0.95), Some(12.0));
+        // Even length: round(0.5·3) = round(1.5) = 2 → the upper middle.
+        assert_eq!(percentile_nearest(&[1.0, 2.0, 3.0, 4.0], 0.5), Some(3.0));
+        assert_eq!(percentile_nearest(&[7.0], 0.95), Some(7.0));
+        assert_eq!(percentile_nearest(&[], 0.95), None);
+        assert_eq!(percentile_nearest(&v, 1.0), Some(13.0));
     }
 }
