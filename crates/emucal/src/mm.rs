@@ -863,13 +863,21 @@ mod tests {
         };
         let e = err("mm-foo 3", "", "");
         assert!(e.contains("`mm-foo` in --prepend-mm-cmds"), "{e}");
-        let e = err("mm-delay 28 mm-foo 3", "--uplink-queue=droptail", "mm-delay 1");
+        let e = err(
+            "mm-delay 28 mm-foo 3",
+            "--uplink-queue=droptail",
+            "mm-delay 1",
+        );
         assert!(e.contains("`mm-foo` in --prepend-mm-cmds"), "{e}");
         let e = err("mm-delay 28", "droptail", "");
         assert!(e.contains("`droptail` in --extra-mm-link-args"), "{e}");
         let e = err("mm-delay 28", "", "mm-delay 2 mm-bar");
         assert!(e.contains("`mm-bar` in --append-mm-cmds"), "{e}");
-        let e = err("", "--uplink-queue=droptail --uplink-queue-args=packets=5", "mm-bar");
+        let e = err(
+            "",
+            "--uplink-queue=droptail --uplink-queue-args=packets=5",
+            "mm-bar",
+        );
         assert!(e.contains("`mm-bar` in --append-mm-cmds"), "{e}");
     }
 

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
+use engine::schemes::Registry;
 use pantheon_orchestrator::agent::auth::{Credentials, TokenCheck};
 use pantheon_orchestrator::agent::proto::agent_server::AgentServer;
 use pantheon_orchestrator::agent::service::AgentService;
 use pantheon_orchestrator::agent::{self, log};
-use engine::schemes::Registry;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 /// The Pantheon-rs node agent (needs root: it creates network namespaces and TUN devices).

@@ -29,8 +29,8 @@ use super::config::{NodeConfig, TestbedConfig};
 use super::schedule;
 use crate::agent::auth::Credentials;
 use crate::agent::client::AgentClient;
-use engine::plan::ExperimentPlan;
 use crate::remote::{self, Descriptions, Node, Nodes, RemoteOptions};
+use engine::plan::ExperimentPlan;
 use engine::runner::RunOutcome;
 use engine::schemes::Registry;
 
