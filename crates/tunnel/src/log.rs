@@ -547,8 +547,8 @@ pub struct PairCheck {
 /// agree on one log).
 pub fn percentile_nearest(sorted: &[f64], q: f64) -> Option<f64> {
     let last = sorted.len().checked_sub(1)?;
-    let i = (q.clamp(0.0, 1.0) * last as f64).round() as usize;
-    Some(sorted[i.min(last)])
+    // q ≤ 1 keeps the index ≤ last; a NaN q casts to index 0.
+    Some(sorted[(q.clamp(0.0, 1.0) * last as f64).round() as usize])
 }
 
 /// Matches `egress` (one endpoint's sent packets) with `ingress` (the other's received ones)
