@@ -117,6 +117,8 @@ fn a_pantheon_archive_is_analysed_and_compared() {
         "Run 2: Statistics of TCP Cubic",
         "Average capacity: 12.01 Mbit/s",
         "data:image/png;base64,",
+        // Pantheon recorded no versions: the analysis says whose it gives.
+        "the run recorded no version",
     ] {
         assert!(html.contains(want), "{want}");
     }
@@ -151,11 +153,16 @@ fn a_pantheon_archive_is_analysed_and_compared() {
         emu.0.join("pantheon_metadata.json"),
         meta.replace(
             "\"mode\": \"local\"",
-            "\"mode\": \"remote\", \"ntp_addr\": \"pool.ntp.org\"",
+            "\"mode\": \"remote\", \"ntp_addr\": \"pool.ntp.org\", \
+             \"scheme_versions\": {\"cubic\": \"iperf 2.0.5-on-the-node-that-ran-it\"}",
         ),
     )
     .unwrap();
     pantheon(&["analyze"], &[&emu.0]);
+    // Analysed here, the report gives the versions recorded by the machine that ran the runs.
+    let html = std::fs::read_to_string(emu.0.join("pantheon_report.html")).unwrap();
+    assert!(html.contains("iperf 2.0.5-on-the-node-that-ran-it"));
+    assert!(!html.contains("the run recorded no version"));
     let stats = std::fs::read_to_string(emu.0.join("cubic_stats_run1.log")).unwrap();
     assert!(
         stats.contains("# Warning: NTP was requested but no clock offset was recorded"),

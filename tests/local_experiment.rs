@@ -208,6 +208,12 @@ fn named_calibrated_emulator_with_poisson_delivery() {
     );
     let meta = read_json(&exp.dir.join("pantheon_metadata.json"));
     assert_eq!(meta["emulator_preset"], "nepal-aws-india");
+    // What ran, recorded when it ran: iperf's version line and the kernel's Cubic.
+    let version = meta["scheme_versions"]["cubic"].as_str().unwrap_or("");
+    assert!(
+        version.starts_with("iperf") && version.contains("kernel tcp_cubic, Linux "),
+        "{meta}"
+    );
     assert!(
         meta["emulator_command"]
             .as_str()

@@ -351,6 +351,15 @@ fn remote_runs_in_all_four_arrangements_match_a_local_run_of_the_same_path() {
             let notes = r["notes"].to_string();
             assert!(!notes.contains("clock"), "{notes}");
         }
+        // The sender node's scheme versions, recorded when the experiment started.
+        let meta = read_json(&dir.join("pantheon_metadata.json"));
+        for scheme in ["cubic", "bbr"] {
+            let v = meta["scheme_versions"][scheme].as_str().unwrap_or("");
+            assert!(
+                v.contains("iperf") && v.contains("kernel tcp_"),
+                "{scheme}: {meta}"
+            );
+        }
         let stats = std::fs::read_to_string(dir.join("cubic_stats_run1.log")).unwrap();
         assert!(
             stats.contains("Local clock offset: ") && stats.contains("Remote clock offset: "),

@@ -191,10 +191,8 @@ pub fn pantheon_clock_offsets(dir: &Path, scheme: &str, run: u32) -> Option<(f64
         offset("Local clock offset:")?,
         offset("Remote clock offset:")?,
     );
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("pantheon_metadata.json")).ok()?)
-            .ok()?;
-    Some(if meta["sender_side"] == "local" {
+    let meta = crate::results::Metadata::read(dir).ok()?;
+    Some(if meta.sender() == crate::results::Node::Local {
         (local, remote)
     } else {
         (remote, local)

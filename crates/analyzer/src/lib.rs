@@ -13,6 +13,8 @@
 //!   ellipses), the per-run throughput and delay plots.
 //! - [`document`]: Pantheon's report as `pantheon_report.html` (one self-contained file) and
 //!   `pantheon_report.pdf`, no LaTeX or browser needed.
+//! - [`results`]: `pantheon_metadata.json` as one typed value, written by the run and read by
+//!   the analysis; Pantheon's JSON format ([`results::write_json`]).
 //! - [`stats`]: mean, median, standard deviation of per-run figures.
 //! - [`compare`]: two experiments side by side (means, % difference, Welch's t-test) and the
 //!   replication error.
@@ -31,6 +33,7 @@ pub mod ingest;
 pub mod metrics;
 #[cfg(feature = "frames")]
 pub mod report;
+pub mod results;
 pub mod stats;
 pub mod text;
 #[cfg(feature = "frames")]

@@ -8,149 +8,178 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use analyzer::ingest::ClockOffsets;
 use analyzer::report::{self, SchemePoints};
+use analyzer::results::{Metadata, Mode};
 use analyzer::RunStats;
-use anyhow::{bail, Context};
+use anyhow::Context;
 use serde_json::{json, Value};
 
 use crate::plan::write_json;
+use crate::runner::{RunOutcome, RunRecord};
 use crate::schemes::Registry;
 
 /// A run as the analysis sees it.
 struct RunResult {
     run_id: u32,
-    status: String,
-    reason: Option<String>,
+    /// As the runner recorded it, or `Failed` when its logs cannot be read.
+    outcome: RunOutcome,
     stats: Option<RunStats>,
+    /// The runner's notes, then the analysis's warnings.
     flags: Vec<String>,
+    /// Traffic lasted under 80 % of the runtime: reported, not counted in the means
+    /// (Pantheon ignores such runs).
+    short: bool,
 }
+
+impl RunResult {
+    /// Whether the run counts in the summary's means and plots: it has statistics and is not
+    /// short.
+    fn valid_stats(&self) -> Option<&RunStats> {
+        self.stats.as_ref().filter(|_| !self.short)
+    }
+
+    /// `ok`, `FAILED` or `INTERRUPTED`, as the summary and stats log print it.
+    fn status(&self) -> &'static str {
+        match self.outcome {
+            RunOutcome::Ok => "ok",
+            RunOutcome::Failed { .. } => "FAILED",
+            RunOutcome::Interrupted => "INTERRUPTED",
+        }
+    }
+
+    fn reason(&self) -> Option<&str> {
+        match &self.outcome {
+            RunOutcome::Failed { reason } => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+/// The analysed runs of every scheme, by scheme name.
+type Results = BTreeMap<String, Vec<RunResult>>;
 
 /// Analyses the results directory `dir`; returns the summary (Markdown) also written to
 /// `pantheon_summary.md`.
 pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
-    let meta_path = dir.join("pantheon_metadata.json");
-    if !meta_path.exists() {
-        bail!(
-            "{} has no pantheon_metadata.json: not a results directory (give the --data-dir \
-             of a `pantheon run`)",
+    let meta = Metadata::read(dir)?;
+    if meta.cc_schemes.is_empty() {
+        anyhow::bail!(
+            "{}: pantheon_metadata.json lists no schemes (cc_schemes)",
             dir.display()
         );
     }
-    let meta: Value = serde_json::from_str(&std::fs::read_to_string(&meta_path)?)
-        .with_context(|| format!("parse {}", meta_path.display()))?;
-    let runs_json: Vec<Value> = std::fs::read_to_string(dir.join("pantheon_runs.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    let schemes: Vec<String> = serde_json::from_value(meta["cc_schemes"].clone())
-        .context("pantheon_metadata.json: cc_schemes")?;
-    let run_times = meta["run_times"].as_u64().unwrap_or(1) as u32;
-    let start_id = meta["start_run_id"].as_u64().unwrap_or(1) as u32;
-    let runtime_s = meta["runtime"].as_f64().unwrap_or(30.0);
-    let flows = meta["flows"].as_u64().unwrap_or(1);
-
-    let mut results: BTreeMap<String, Vec<RunResult>> = BTreeMap::new();
-    for scheme in &schemes {
-        for run_id in start_id..start_id + run_times {
-            let recorded = runs_json
+    let records = RunRecord::read_all(dir).unwrap_or_else(|e| {
+        eprintln!("warning: {e:#}; every run is analysed as if it ended normally");
+        Vec::new()
+    });
+    let mut results = Results::new();
+    for scheme in &meta.cc_schemes {
+        for run_id in meta.start_run_id..meta.start_run_id + meta.run_times {
+            let recorded = records
                 .iter()
-                .find(|r| r["scheme"] == json!(scheme) && r["run_id"] == json!(run_id));
-            let status = recorded
-                .and_then(|r| r["status"].as_str())
-                .unwrap_or("ok")
-                .to_owned();
-            let reason = recorded
-                .and_then(|r| r["reason"].as_str())
-                .map(str::to_owned);
-            // The runner's remarks (qdisc used, drain, tunnel warnings) come first.
-            let notes = recorded
-                .and_then(|r| r["notes"].as_array())
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|n| n.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let mut rr = RunResult {
-                run_id,
-                status: status.clone(),
-                reason,
-                stats: None,
-                flags: notes,
-            };
-            if status == "ok" {
-                let started = std::time::Instant::now();
-                match analyzer::ingest::read_run(dir, scheme, run_id) {
-                    Ok(frames) => {
-                        rr.flags.extend(frames.warnings.iter().cloned());
-                        match &frames.clock_offsets {
-                            analyzer::ingest::ClockOffsets::Missing(what) => {
-                                rr.flags.push(format!(
-                                    "clock offsets missing ({}): one-way delays are uncorrected",
-                                    what.join(", ")
-                                ))
-                            }
-                            analyzer::ingest::ClockOffsets::None
-                                if meta["mode"] == "remote" && !meta["ntp_addr"].is_string() =>
-                            {
-                                rr.flags.push(
-                                    "remote run without --ntp-addr: one-way delays mix two \
-                                     unsynchronised clocks (the queueing delay does not)"
-                                        .into(),
-                                )
-                            }
-                            analyzer::ingest::ClockOffsets::None
-                                if meta["ntp_addr"].is_string() =>
-                            {
-                                rr.flags.push(
-                                    "NTP was requested but no clock offset was recorded: one-way \
-                                     delays are uncorrected"
-                                        .into(),
-                                )
-                            }
-                            _ => {}
-                        }
-                        let stats = frames
-                            .stats()
-                            .with_context(|| format!("metrics of {scheme} run {run_id}"))?;
-                        let secs = started.elapsed().as_secs_f64();
-                        eprintln!(
-                            "   {scheme} run {run_id}: {} packets read and measured in {secs:.2} s \
-                             ({:.2} M packets/s)",
-                            stats.total.arrived,
-                            stats.total.arrived as f64 / secs.max(1e-9) / 1e6
-                        );
-                        let dur_s = stats.total.duration_ms / 1000.0;
-                        if dur_s < 0.8 * runtime_s {
-                            rr.flags.push(format!(
-                                "short run: traffic lasted {dur_s:.1} s of {runtime_s} s (Pantheon ignores runs under 80 %)"
-                            ));
-                        }
-                        if stats.total.negative_delays > 0 {
-                            rr.flags.push(format!(
-                                "{} packets with negative one-way delay (clock problem)",
-                                stats.total.negative_delays
-                            ));
-                        }
-                        if let Err(e) = run_plots(dir, scheme, run_id, &frames, &stats) {
-                            rr.flags.push(format!("plots not drawn: {e:#}"));
-                        }
-                        rr.stats = Some(stats);
-                    }
-                    Err(e) => {
-                        rr.status = "failed".into();
-                        rr.reason = Some(e.to_string());
-                    }
-                }
-            }
+                .find(|r| &r.scheme == scheme && r.run_id == run_id);
+            let rr = analyze_run(dir, &meta, scheme, run_id, recorded)?;
             write_stats_log(dir, scheme, &rr)?;
             results.entry(scheme.clone()).or_default().push(rr);
         }
     }
+    write_perf(dir, &results)?;
+    let md = summary_markdown(dir, &meta, &results, registry);
+    std::fs::write(dir.join("pantheon_summary.md"), &md)?;
+    summary_plots(dir, &meta, &results, registry)?;
+    write_report(dir, &meta, &results, registry)?;
+    Ok(md)
+}
 
-    // pantheon_perf.json: {scheme: {run_id: {"all": {tput, delay, loss}, "1": {...}}}}
+/// One run: its logs → statistics, plots and warnings, unless the runner recorded it as
+/// failed or interrupted. Logs that cannot be read fail the run, not the analysis; an error in
+/// the metrics of logs that were read does fail it.
+fn analyze_run(
+    dir: &Path,
+    meta: &Metadata,
+    scheme: &str,
+    run_id: u32,
+    recorded: Option<&RunRecord>,
+) -> anyhow::Result<RunResult> {
+    let mut rr = RunResult {
+        run_id,
+        outcome: recorded.map_or(RunOutcome::Ok, |r| r.outcome.clone()),
+        stats: None,
+        // The runner's remarks (qdisc used, drain, tunnel warnings) come first.
+        flags: recorded.map(|r| r.notes.clone()).unwrap_or_default(),
+        short: false,
+    };
+    if rr.outcome != RunOutcome::Ok {
+        return Ok(rr);
+    }
+    let started = std::time::Instant::now();
+    let frames = match analyzer::ingest::read_run(dir, scheme, run_id) {
+        Ok(frames) => frames,
+        Err(e) => {
+            rr.outcome = RunOutcome::Failed {
+                reason: e.to_string(),
+            };
+            return Ok(rr);
+        }
+    };
+    rr.flags.extend(frames.warnings.iter().cloned());
+    rr.flags.extend(clock_warning(&frames.clock_offsets, meta));
+    let stats = frames
+        .stats()
+        .with_context(|| format!("metrics of {scheme} run {run_id}"))?;
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "   {scheme} run {run_id}: {} packets read and measured in {secs:.2} s \
+         ({:.2} M packets/s)",
+        stats.total.arrived,
+        stats.total.arrived as f64 / secs.max(1e-9) / 1e6
+    );
+    let (dur_s, runtime_s) = (stats.total.duration_ms / 1000.0, meta.runtime);
+    if dur_s < 0.8 * runtime_s {
+        rr.short = true;
+        rr.flags.push(format!(
+            "short run: traffic lasted {dur_s:.1} s of {runtime_s} s (Pantheon ignores runs under 80 %)"
+        ));
+    }
+    if stats.total.negative_delays > 0 {
+        rr.flags.push(format!(
+            "{} packets with negative one-way delay (clock problem)",
+            stats.total.negative_delays
+        ));
+    }
+    if let Err(e) = run_plots(dir, scheme, run_id, &frames, &stats) {
+        rr.flags.push(format!("plots not drawn: {e:#}"));
+    }
+    rr.stats = Some(stats);
+    Ok(rr)
+}
+
+/// What the one-way delays of a run are worth given its clock offsets: missing offsets, or a
+/// remote run without (or with unanswered) `--ntp-addr`.
+fn clock_warning(offsets: &ClockOffsets, meta: &Metadata) -> Option<String> {
+    match offsets {
+        ClockOffsets::Missing(what) => Some(format!(
+            "clock offsets missing ({}): one-way delays are uncorrected",
+            what.join(", ")
+        )),
+        ClockOffsets::None if meta.mode == Some(Mode::Remote) && meta.ntp_addr.is_none() => Some(
+            "remote run without --ntp-addr: one-way delays mix two unsynchronised clocks (the \
+             queueing delay does not)"
+                .into(),
+        ),
+        ClockOffsets::None if meta.ntp_addr.is_some() => Some(
+            "NTP was requested but no clock offset was recorded: one-way delays are uncorrected"
+                .into(),
+        ),
+        _ => None,
+    }
+}
+
+/// `pantheon_perf.json`: `{scheme: {run_id: {"all": {tput, delay, loss, …}, "1": {…}}}}`.
+fn write_perf(dir: &Path, results: &Results) -> anyhow::Result<()> {
     let mut perf = serde_json::Map::new();
-    for (scheme, runs) in &results {
+    for (scheme, runs) in results {
         let mut by_run = serde_json::Map::new();
         for r in runs {
             if let Some(s) = &r.stats {
@@ -164,64 +193,55 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
         }
         perf.insert(scheme.clone(), Value::Object(by_run));
     }
-    write_json(&dir.join("pantheon_perf.json"), &Value::Object(perf))?;
+    Ok(write_json(
+        &dir.join("pantheon_perf.json"),
+        &Value::Object(perf),
+    )?)
+}
 
-    // Summary table and plots (valid runs only, as Pantheon).
+/// The scheme's label in reports (its descriptor's, or its name for a scheme we have no
+/// descriptor for, e.g. from Pantheon's archive).
+fn label(registry: &Registry, scheme: &str) -> String {
+    registry
+        .get(scheme)
+        .map_or_else(|_| scheme.to_owned(), |s| s.label.clone())
+}
+
+/// `pantheon_summary.md`: the means of the valid runs per scheme (as Pantheon), then every
+/// run with its status and notes.
+fn summary_markdown(dir: &Path, meta: &Metadata, results: &Results, registry: &Registry) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# Pantheon-rs summary: {}\n", dir.display());
-    if let Some(cmd) = meta["emulator_command"].as_str() {
+    if let Some(cmd) = &meta.emulator_command {
         let _ = writeln!(md, "Emulated path: `{cmd}`  ");
     }
     let _ = writeln!(
         md,
-        "{} run(s) of {runtime_s} s per scheme, {flows} flow(s).\n",
-        run_times
+        "{} run(s) of {} s per scheme, {} flow(s).\n",
+        meta.run_times, meta.runtime, meta.flows
     );
     let _ = writeln!(
         md,
         "| scheme | valid runs | mean avg tput (Mbit/s) | mean 95th-%ile delay (ms) | mean loss rate (%) |"
     );
     let _ = writeln!(md, "|---|---|---|---|---|");
-    let mut points = Vec::new();
-    for (scheme, runs) in &results {
-        let valid: Vec<&RunStats> = runs
-            .iter()
-            .filter(|r| r.flags.iter().all(|f| !f.starts_with("short run")))
-            .filter_map(|r| r.stats.as_ref())
-            .collect();
+    for (scheme, runs) in results {
+        let valid: Vec<&RunStats> = runs.iter().filter_map(RunResult::valid_stats).collect();
         let mean = |f: &dyn Fn(&RunStats) -> Option<f64>| -> Option<f64> {
             let v: Vec<f64> = valid.iter().filter_map(|s| f(s)).collect();
             analyzer::compare::mean_if_any(&v)
         };
         let fmt = |v: Option<f64>, p: usize| v.map_or("N/A".to_owned(), |x| format!("{x:.p$}"));
-        let label = registry
-            .get(scheme)
-            .map(|s| s.label.clone())
-            .unwrap_or(scheme.clone());
         let _ = writeln!(
             md,
-            "| {label} | {}/{} | {} | {} | {} |",
+            "| {} | {}/{} | {} | {} | {} |",
+            label(registry, scheme),
             valid.len(),
             runs.len(),
             fmt(mean(&|s| Some(s.total.tput_mbps)), 2),
             fmt(mean(&|s| s.total.p95_delay_ms), 2),
             fmt(mean(&|s| Some(s.total.loss * 100.0)), 3),
         );
-        // Schemes we have no descriptor for (e.g. from Pantheon's archive) are plotted too,
-        // under their own name in grey.
-        let (label, color, marker) = match registry.get(scheme) {
-            Ok(d) => (d.label.clone(), d.color.clone(), d.marker.clone()),
-            Err(_) => (scheme.clone(), "grey".to_owned(), "o".to_owned()),
-        };
-        points.push(SchemePoints {
-            label,
-            color,
-            marker,
-            runs: valid
-                .iter()
-                .filter_map(|s| s.total.p95_delay_ms.map(|d| (d, s.total.tput_mbps)))
-                .collect(),
-        });
     }
     let _ = writeln!(md, "\n## Runs\n");
     let _ = writeln!(
@@ -229,7 +249,7 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
         "| scheme | run | status | tput (Mbit/s) | p95 delay (ms) | p95 queueing delay (ms) | loss (%) | notes |"
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
-    for (scheme, runs) in &results {
+    for (scheme, runs) in results {
         for r in runs {
             let ms = |v: Option<f64>| v.map_or("N/A".into(), |d| format!("{d:.2}"));
             let (t, d, q, l) = match &r.stats {
@@ -241,54 +261,77 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
                 ),
                 None => ("—".into(), "—".into(), "—".into(), "—".into()),
             };
-            let mut notes = r.flags.join("; ");
-            if let Some(reason) = &r.reason {
-                notes = format!(
-                    "{reason}{}{notes}",
-                    if notes.is_empty() { "" } else { "; " }
-                );
-            }
-            let status = if r.status == "ok" {
-                "ok".to_owned()
-            } else {
-                r.status.to_uppercase()
-            };
+            let notes: Vec<&str> = r
+                .reason()
+                .into_iter()
+                .chain(r.flags.iter().map(String::as_str))
+                .collect();
             let _ = writeln!(
                 md,
-                "| {scheme} | {} | {status} | {t} | {d} | {q} | {l} | {} |",
+                "| {scheme} | {} | {} | {t} | {d} | {q} | {l} | {} |",
                 r.run_id,
-                notes.replace('|', "\\|")
+                r.status(),
+                notes.join("; ").replace('|', "\\|")
             );
         }
     }
-    std::fs::write(dir.join("pantheon_summary.md"), &md)?;
+    md
+}
 
-    let setting = if meta["mode"] == "remote" {
-        // Pantheon's remote titles: "<sender side> to <receiver side>".
-        let desc = |side: &str| {
-            meta[format!("{side}_desc")]
-                .as_str()
-                .map_or(format!("{side} node"), str::to_owned)
-        };
-        let sender = meta["sender_side"].as_str().unwrap_or("local");
-        let receiver = if sender == "local" { "remote" } else { "local" };
-        format!("{} to {}", desc(sender), desc(receiver))
-    } else {
-        "local test in emulator".to_owned()
+/// `pantheon_summary.svg` and `pantheon_summary_mean.svg` (as Pantheon) and PNGs of both
+/// (for the PDF report): 95th-percentile delay against throughput of the valid runs, titled
+/// as Pantheon titles them.
+fn summary_plots(
+    dir: &Path,
+    meta: &Metadata,
+    results: &Results,
+    registry: &Registry,
+) -> anyhow::Result<()> {
+    // Schemes we have no descriptor for (e.g. from Pantheon's archive) are plotted too,
+    // under their own name in grey.
+    let points: Vec<SchemePoints> = results
+        .iter()
+        .map(|(scheme, runs)| {
+            let (label, color, marker) = match registry.get(scheme) {
+                Ok(d) => (d.label.clone(), d.color.clone(), d.marker.clone()),
+                Err(_) => (scheme.clone(), "grey".to_owned(), "o".to_owned()),
+            };
+            SchemePoints {
+                label,
+                color,
+                marker,
+                runs: runs
+                    .iter()
+                    .filter_map(RunResult::valid_stats)
+                    .filter_map(|s| s.total.p95_delay_ms.map(|d| (d, s.total.tput_mbps)))
+                    .collect(),
+            }
+        })
+        .collect();
+    let setting = match meta.mode {
+        Some(Mode::Remote) => {
+            // Pantheon's remote titles: "<sender side> to <receiver side>".
+            let desc = |n: analyzer::results::Node| {
+                meta.desc(n)
+                    .map_or_else(|| format!("{} node", n.name()), str::to_owned)
+            };
+            format!("{} to {}", desc(meta.sender()), desc(meta.sender().other()))
+        }
+        _ => "local test in emulator".to_owned(),
     };
+    let (run_times, runtime_s, flows) = (meta.run_times, meta.runtime, meta.flows);
     let title = format!(
         "{setting}, {run_times} run{} of {runtime_s}s each per scheme{}",
         if run_times == 1 { "" } else { "s" },
         if flows > 1 {
             format!(
                 "\n{flows} flows with {}s interval between flows",
-                meta["interval"]
+                meta.interval
             )
         } else {
             String::new()
         }
     );
-    // SVG as Pantheon; PNG for the PDF report.
     for ext in ["svg", "png"] {
         report::summary_plot(
             &dir.join(format!("pantheon_summary.{ext}")),
@@ -303,81 +346,89 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
             true,
         )?;
     }
-    write_report(dir, &meta, &results, registry)?;
-    Ok(md)
+    Ok(())
+}
+
+/// Pantheon's line on the report's path: `Tested in emulator: <command>` (ours),
+/// `Tested in mahimahi: <the shells>` (Pantheon's local runs) or `Data path: <sender> on <if>
+/// (local) → <receiver> … (remote).` (remote runs).
+fn path_line(meta: &Metadata) -> String {
+    use analyzer::results::Node;
+    if let Some(cmd) = &meta.emulator_command {
+        return format!("Tested in emulator: {cmd}");
+    }
+    if meta.mode == Some(Mode::Local) {
+        let words = |v: &Option<String>| v.as_deref().unwrap_or("").trim().to_owned();
+        let link = format!(
+            "mm-link {} {}",
+            words(&meta.uplink_trace),
+            words(&meta.downlink_trace)
+        );
+        let parts = [
+            words(&meta.prepend_mm_cmds),
+            link,
+            words(&meta.extra_mm_link_args),
+            words(&meta.append_mm_cmds),
+        ];
+        let parts: Vec<&str> = parts
+            .iter()
+            .map(String::as_str)
+            .filter(|p| !p.is_empty())
+            .collect();
+        return format!("Tested in mahimahi: {}", parts.join(" "));
+    }
+    // Pantheon: "Data path: <desc> on <if> (remote) → <desc> on <if> (local)."
+    let side = |n: Node| {
+        let desc = meta
+            .desc(n)
+            .map_or_else(|| format!("{} node", n.name()), str::to_owned);
+        let iface = meta
+            .interface(n)
+            .map_or(String::new(), |i| format!(" on {i}"));
+        format!("{desc}{iface} ({})", n.name())
+    };
+    format!(
+        "Data path: {} → {}.",
+        side(meta.sender()),
+        side(meta.sender().other())
+    )
+}
+
+/// What ran, for the report: the harness, then each scheme's version as recorded when it ran
+/// (for runs that did not record them, the version on this machine, said to be so).
+fn versions(meta: &Metadata, results: &Results, registry: &Registry) -> Vec<(String, String)> {
+    let harness = meta
+        .harness
+        .clone()
+        .unwrap_or_else(|| format!("pantheon-rs {}", env!("CARGO_PKG_VERSION")));
+    let mut versions = vec![("harness".to_owned(), harness)];
+    for scheme in results.keys() {
+        if let Ok(s) = registry.get(scheme) {
+            let version = match meta.scheme_version(scheme) {
+                Some(v) => v.to_owned(),
+                None => format!(
+                    "{} (on the machine of this analysis: the run recorded no version)",
+                    s.version()
+                ),
+            };
+            versions.push((s.label.clone(), version));
+        }
+    }
+    versions
 }
 
 /// `pantheon_report.html` and `pantheon_report.pdf`: Pantheon's report from the analysed runs.
 fn write_report(
     dir: &Path,
-    meta: &Value,
-    results: &BTreeMap<String, Vec<RunResult>>,
+    meta: &Metadata,
+    results: &Results,
     registry: &Registry,
 ) -> anyhow::Result<()> {
     use analyzer::document::{FlowMeans, Report, RunSection, TableRow};
-    let label = |scheme: &str| {
-        registry
-            .get(scheme)
-            .map_or(scheme.to_owned(), |s| s.label.clone())
-    };
-    let words = |k: &str| meta[k].as_str().unwrap_or("").trim().to_owned();
-    let path = match meta["emulator_command"].as_str() {
-        Some(cmd) => format!("Tested in emulator: {cmd}"),
-        None if meta["mode"] == "local" => {
-            let link = format!(
-                "mm-link {} {}",
-                words("uplink_trace"),
-                words("downlink_trace")
-            );
-            let parts = [
-                words("prepend_mm_cmds"),
-                link,
-                words("extra_mm_link_args"),
-                words("append_mm_cmds"),
-            ];
-            let parts: Vec<&str> = parts
-                .iter()
-                .map(String::as_str)
-                .filter(|p| !p.is_empty())
-                .collect();
-            format!("Tested in mahimahi: {}", parts.join(" "))
-        }
-        None => {
-            // Pantheon: "Data path: <desc> on <if> (remote) → <desc> on <if> (local)."
-            let side = |s: &str| {
-                let desc = meta[format!("{s}_desc")]
-                    .as_str()
-                    .map_or_else(|| format!("{s} node"), str::to_owned);
-                let iface = meta[format!("{s}_if")]
-                    .as_str()
-                    .map_or(String::new(), |i| format!(" on {i}"));
-                format!("{desc}{iface} ({s})")
-            };
-            let sender = meta["sender_side"].as_str().unwrap_or("local");
-            let receiver = if sender == "local" { "remote" } else { "local" };
-            format!("Data path: {} → {}.", side(sender), side(receiver))
-        }
-    };
-    let mut versions = vec![(
-        "harness".to_owned(),
-        meta["harness"].as_str().map_or_else(
-            || format!("pantheon-rs {}", env!("CARGO_PKG_VERSION")),
-            str::to_owned,
-        ),
-    )];
-    for scheme in results.keys() {
-        if let Ok(s) = registry.get(scheme) {
-            versions.push((s.label.clone(), s.version()));
-        }
-    }
     let mut table = Vec::new();
     let mut runs = Vec::new();
     for (scheme, rs) in results {
-        let valid: Vec<&RunStats> = rs
-            .iter()
-            .filter(|r| r.flags.iter().all(|f| !f.starts_with("short run")))
-            .filter_map(|r| r.stats.as_ref())
-            .collect();
+        let valid: Vec<&RunStats> = rs.iter().filter_map(RunResult::valid_stats).collect();
         let k = valid.iter().map(|s| s.flows.len()).max().unwrap_or(1) as u32;
         let mean = |f: &dyn Fn(&analyzer::FlowStats) -> Option<f64>, flow: u32| {
             let v: Vec<f64> = valid
@@ -388,7 +439,7 @@ fn write_report(
             analyzer::compare::mean_if_any(&v)
         };
         table.push(TableRow {
-            label: label(scheme),
+            label: label(registry, scheme),
             runs: (valid.len(), rs.len()),
             flows: (1..=k)
                 .map(|i| FlowMeans {
@@ -404,7 +455,7 @@ fn write_report(
                     .ok()
             };
             runs.push(RunSection {
-                label: label(scheme),
+                label: label(registry, scheme),
                 run_id: r.run_id,
                 stats: std::fs::read_to_string(
                     dir.join(format!("{scheme}_stats_run{}.log", r.run_id)),
@@ -415,26 +466,25 @@ fn write_report(
             });
         }
     }
+    let read_all = |files: [&str; 2]| files.map(|f| std::fs::read(dir.join(f)).ok());
     let report = Report {
         generated_at: chrono::Utc::now().format("%Y-%m-%d %H:%M:%S").to_string(),
-        path,
+        path: path_line(meta),
         schemes: results.len(),
-        run_times: meta["run_times"].as_u64().unwrap_or(1) as u32,
-        runtime_s: meta["runtime"].as_f64().unwrap_or(0.0),
-        flows: (
-            meta["flows"].as_u64().unwrap_or(1),
-            meta["interval"].as_f64().unwrap_or(0.0),
-        ),
-        ntp: meta["ntp_addr"].as_str().map(str::to_owned),
+        run_times: meta.run_times,
+        runtime_s: meta.runtime,
+        flows: (u64::from(meta.flows), meta.interval),
+        ntp: meta.ntp_addr.clone(),
         system_info: system_info(),
-        versions,
-        summary_svgs: ["pantheon_summary_mean.svg", "pantheon_summary.svg"]
-            .iter()
-            .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+        versions: versions(meta, results, registry),
+        summary_svgs: read_all(["pantheon_summary_mean.svg", "pantheon_summary.svg"])
+            .into_iter()
+            .flatten()
+            .filter_map(|b| String::from_utf8(b).ok())
             .collect(),
-        summary_pngs: ["pantheon_summary_mean.png", "pantheon_summary.png"]
-            .iter()
-            .filter_map(|f| std::fs::read(dir.join(f)).ok())
+        summary_pngs: read_all(["pantheon_summary_mean.png", "pantheon_summary.png"])
+            .into_iter()
+            .flatten()
             .collect(),
         table,
         runs,
@@ -528,7 +578,7 @@ fn write_stats_log(dir: &Path, scheme: &str, r: &RunResult) -> anyhow::Result<()
     let _ = writeln!(
         s,
         "\n# Below is generated by pantheon-rs analyze at {}",
-        crate::runner::utc_now()
+        crate::plan::utc_now()
     );
     match &r.stats {
         Some(stats) => {
@@ -539,8 +589,8 @@ fn write_stats_log(dir: &Path, scheme: &str, r: &RunResult) -> anyhow::Result<()
             let _ = writeln!(
                 s,
                 "# Run {}: {}",
-                r.status.to_uppercase(),
-                r.reason.as_deref().unwrap_or("no reason recorded")
+                r.status().to_uppercase(),
+                r.reason().unwrap_or("no reason recorded")
             );
         }
     }

@@ -31,9 +31,9 @@ use analyzer::compare::{median, replication_error, SchemeRuns};
 use anyhow::{bail, Context};
 use emucal::calibrate::{delivery_str, Bounds, Candidate, Evaluation, Observations, Search};
 use emucal::mm::Delivery;
-use serde::Deserialize;
 use serde_json::json;
 
+use crate::compare::{load_runs, load_table, table_runs};
 use crate::plan::{write_constant_trace, write_json, ExperimentPlan};
 use crate::runner::{run_once, RunOutcome, INTERRUPTED};
 use crate::schemes::Registry;
@@ -59,23 +59,8 @@ impl Target {
     }
 }
 
-/// One row of a target table: `scheme`, median throughput `tput_mbps`, median p95 one-way
-/// delay `delay_ms`, and optionally `loss_pct` (percent) and `runs`.
-#[derive(Debug, Deserialize)]
-struct TableRow {
-    scheme: String,
-    tput_mbps: f64,
-    delay_ms: f64,
-    #[serde(default)]
-    loss_pct: Option<f64>,
-    #[serde(default)]
-    #[allow(dead_code)]
-    runs: Option<u32>,
-}
-
 /// Reads a target: a results directory (`pantheon_perf.json` or its logs; the packet logs give
-/// the observations), or a table — `*.csv` with a header line naming the columns `scheme,
-/// tput_mbps, delay_ms[, loss_pct, runs]`, or `*.json`, an array of objects with those keys.
+/// the observations), or a table ([`load_table`]: CSV or JSON of per-scheme medians).
 /// A table has no packet logs, so its observations are read off its figures: the smallest p95
 /// delay bounds the one-way delay (2 × "minimum delay" = smallest p95), the largest throughput
 /// stands for the peak rate, and the largest throughput × largest p95 delay for the packets in
@@ -85,49 +70,15 @@ pub fn load_target(path: &Path, registry: &Registry) -> anyhow::Result<Target> {
     if path.is_dir() {
         return target_from_dir(path, registry);
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {source}"))?;
-    let rows: Vec<TableRow> = match path.extension().and_then(|e| e.to_str()) {
-        Some("csv") => {
-            let mut rd = csv::ReaderBuilder::new()
-                .trim(csv::Trim::All)
-                .comment(Some(b'#'))
-                .from_reader(text.as_bytes());
-            let mut rows = Vec::new();
-            for r in rd.deserialize() {
-                rows.push(r.map_err(|e| {
-                    let line = e.position().map_or(0, |p| p.line());
-                    anyhow::anyhow!("{source} line {line}: {e}")
-                })?);
-            }
-            rows
-        }
-        Some("json") => serde_json::from_str(&text).with_context(|| {
-            format!("{source}: expected a JSON array of {{scheme, tput_mbps, delay_ms, …}}")
-        })?,
-        _ => bail!("{source}: a target is a results directory, a .csv or a .json table"),
+    let rows = load_table(path)?;
+    let schemes = table_runs(&rows);
+    let mut o = Observations {
+        loss: rows
+            .iter()
+            .filter_map(|r| r.loss_pct.map(|l| l / 100.0))
+            .collect(),
+        ..Observations::default()
     };
-    if rows.is_empty() {
-        bail!("{source}: no schemes");
-    }
-    let mut schemes = BTreeMap::new();
-    let mut o = Observations::default();
-    for r in &rows {
-        if !(r.tput_mbps > 0.0 && r.delay_ms > 0.0) {
-            bail!(
-                "{source}: {}: throughput and delay must be positive",
-                r.scheme
-            );
-        }
-        schemes.insert(
-            r.scheme.clone(),
-            SchemeRuns {
-                tput_mbps: vec![r.tput_mbps],
-                delay_ms: vec![r.delay_ms],
-                loss_pct: r.loss_pct.into_iter().collect(),
-            },
-        );
-        o.loss.extend(r.loss_pct.map(|l| l / 100.0));
-    }
     let max_tput = rows.iter().map(|r| r.tput_mbps).fold(0.0, f64::max);
     let min_p95 = rows
         .iter()
@@ -153,16 +104,13 @@ fn packets_per_ms(mbps: f64) -> f64 {
 }
 
 fn target_from_dir(dir: &Path, registry: &Registry) -> anyhow::Result<Target> {
-    let schemes = crate::compare::load_runs(dir, registry)?;
+    let schemes = load_runs(dir, registry)?;
     if schemes.is_empty() {
         bail!("{}: no runs with figures", dir.display());
     }
-    let meta: serde_json::Value = std::fs::read_to_string(dir.join("pantheon_metadata.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    let first = meta["start_run_id"].as_u64().unwrap_or(1) as u32;
-    let runs = meta["run_times"].as_u64().unwrap_or(1) as u32;
+    // A directory with only `pantheon_perf.json` has Pantheon's defaults: run 1, once.
+    let meta = analyzer::results::Metadata::read(dir).unwrap_or_default();
+    let (first, runs) = (meta.start_run_id, meta.run_times);
     let mut o = Observations::default();
     for scheme in schemes.keys() {
         for run in first..first + runs {
@@ -813,7 +761,8 @@ fn write_outputs(
             "mahimahi_command": words.join(" "),
             "wall_time_s": wall.as_secs_f64(),
         }),
-    )
+    )?;
+    Ok(())
 }
 
 /// `figure3.svg` (real vs emulated per scheme, the paper's Figure 3) and `convergence.svg`.

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use analyzer::results::{Metadata, Mode};
 use anyhow::{bail, Context};
 use emucal::mm::EmulatedPath;
 use emucal::trace::Trace;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::schemes::Registry;
 
@@ -85,67 +86,70 @@ impl ExperimentPlan {
         Ok(())
     }
 
-    /// `pantheon_metadata.json`: Pantheon's keys (`cc_schemes`, `run_times`, `runtime`,
-    /// `flows`, `interval`, `mode`, traces as basenames, the mm strings…) and ours.
-    pub fn metadata(&self, path: &EmulatedPath) -> Value {
+    /// `pantheon_metadata.json` of a local run: Pantheon's keys (`cc_schemes`, `run_times`,
+    /// `runtime`, `flows`, `interval`, `mode`, traces as basenames, the mm strings…) and ours
+    /// (the emulator as parsed, the seed, the scheme versions).
+    pub fn metadata(&self, path: &EmulatedPath, registry: &Registry) -> Metadata {
         let base = |p: &Path| p.file_name().map(|f| f.to_string_lossy().into_owned());
-        let mut m = self.common_metadata();
-        m.insert("mode", json!("local"));
-        m.insert("uplink_trace", json!(base(&self.uplink_trace)));
-        m.insert("downlink_trace", json!(base(&self.downlink_trace)));
-        for (k, v) in [
-            ("prepend_mm_cmds", &self.prepend_mm_cmds),
-            ("append_mm_cmds", &self.append_mm_cmds),
-            ("extra_mm_link_args", &self.extra_mm_link_args),
-        ] {
-            if !v.is_empty() {
-                m.insert(k, json!(v));
-            }
-        }
-        m.insert("emulator_command", json!(path.command_line));
-        m.insert("emulator", json!(path.shells));
-        m.insert("seed", json!(self.seed));
-        m.insert("drain_timeout", json!(self.drain_timeout.as_secs_f64()));
-        json!(m)
-    }
-
-    /// The keys of `pantheon_metadata.json` that local and remote runs share (`mode` and the
-    /// path's keys are the caller's).
-    pub fn common_metadata(&self) -> BTreeMap<&'static str, Value> {
-        let mut m = BTreeMap::new();
-        let mut sorted = self.schemes.clone();
-        sorted.sort();
-        m.insert("cc_schemes", json!(sorted));
-        m.insert("run_order", json!(self.schemes));
-        m.insert("run_times", json!(self.run_times));
-        m.insert("start_run_id", json!(self.start_run_id));
-        m.insert("runtime", json!(self.runtime.as_secs_f64()));
-        m.insert("flows", json!(self.flows));
-        m.insert("interval", json!(self.interval.as_secs_f64()));
-        m.insert("random_order", json!(self.random_order));
-        m.insert(
-            "first_side_setup",
-            json!(self.first_side_setup.as_secs_f64()),
-        );
-        m.insert(
-            "harness",
-            json!(format!("pantheon-rs {}", env!("CARGO_PKG_VERSION"))),
-        );
-        m.insert("generated_at", json!(crate::runner::utc_now()));
+        let given = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        let mut m = Metadata {
+            mode: Some(Mode::Local),
+            uplink_trace: base(&self.uplink_trace),
+            downlink_trace: base(&self.downlink_trace),
+            prepend_mm_cmds: given(&self.prepend_mm_cmds),
+            append_mm_cmds: given(&self.append_mm_cmds),
+            extra_mm_link_args: given(&self.extra_mm_link_args),
+            emulator_command: Some(path.command_line.clone()),
+            seed: Some(self.seed),
+            drain_timeout: Some(self.drain_timeout.as_secs_f64()),
+            scheme_versions: self.scheme_versions(registry),
+            ..self.common_metadata()
+        };
+        m.other.insert("emulator".into(), json!(path.shells));
         m
     }
+
+    /// The keys of `pantheon_metadata.json` that local and remote runs share (`mode`, the
+    /// path's keys and the scheme versions are the caller's).
+    pub fn common_metadata(&self) -> Metadata {
+        let mut sorted = self.schemes.clone();
+        sorted.sort();
+        Metadata {
+            cc_schemes: sorted,
+            run_order: self.schemes.clone(),
+            run_times: self.run_times,
+            start_run_id: self.start_run_id,
+            runtime: self.runtime.as_secs_f64(),
+            flows: self.flows,
+            interval: self.interval.as_secs_f64(),
+            random_order: self.random_order,
+            first_side_setup: Some(self.first_side_setup.as_secs_f64()),
+            harness: Some(format!("pantheon-rs {}", env!("CARGO_PKG_VERSION"))),
+            generated_at: Some(utc_now()),
+            ..Metadata::default()
+        }
+    }
+
+    /// What runs each of the plan's schemes on this machine ([`crate::schemes::Scheme::version`]),
+    /// by scheme name: recorded in the metadata when the experiment starts, so that a report
+    /// made later, or on another machine, names the programs that ran.
+    pub fn scheme_versions(&self, registry: &Registry) -> BTreeMap<String, String> {
+        self.schemes
+            .iter()
+            .filter_map(|name| Some((name.clone(), registry.get(name).ok()?.version())))
+            .collect()
+    }
 }
 
-/// Writes JSON with 4-space indentation and sorted keys, as Pantheon writes its metadata.
-pub fn write_json(path: &Path, value: &Value) -> anyhow::Result<()> {
-    use serde::Serialize;
-    let mut out = Vec::new();
-    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-    value.serialize(&mut ser)?;
-    out.push(b'\n');
-    std::fs::write(path, out).with_context(|| format!("write {}", path.display()))
+/// UTC now as Pantheon prints it (`Wed 25 Nov 2026 13:11:47 +0000`).
+pub fn utc_now() -> String {
+    chrono::Utc::now()
+        .format("%a %d %b %Y %H:%M:%S %z")
+        .to_string()
 }
+
+/// Pantheon's JSON format: sorted keys, four-space indentation.
+pub use analyzer::results::write_json;
 
 /// Writes a constant-rate trace of `mbps` Mbit/s to `path`; errors name the file.
 pub fn write_constant_trace(path: &Path, mbps: f64) -> anyhow::Result<()> {

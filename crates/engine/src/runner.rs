@@ -29,11 +29,11 @@ use anyhow::{anyhow, Context};
 use emucal::mm::EmulatedPath;
 use emucal::runtime::{Emulator, OUTER_ADDR};
 use netns::NetNs;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tunnel::io::{EndpointConfig, RunningEndpoint};
 use tunnel::log::{LogFormat, Role};
 
-use crate::plan::ExperimentPlan;
+use crate::plan::{utc_now, ExperimentPlan};
 use crate::schemes::{Scheme, Side};
 
 /// Set by the Ctrl-C / SIGTERM handler: the runner finishes the current run's cleanup and stops.
@@ -45,7 +45,7 @@ pub const SERVER_PRIVATE: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 3);
 pub const CLIENT_PRIVATE: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 4);
 
 /// How a run ended.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum RunOutcome {
     /// Ran for the whole runtime.
@@ -59,8 +59,10 @@ pub enum RunOutcome {
     Interrupted,
 }
 
-/// The record of one run, written to `pantheon_runs.json`.
-#[derive(Debug, Clone, Serialize)]
+/// The record of one run, one element of `pantheon_runs.json` (ours: Pantheon keeps no such
+/// file): `{"scheme", "run_id", "status": "ok"|"failed"|"interrupted", "reason" (failed),
+/// "start", "end", "notes", "emulator_drops": [uplink, downlink]}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {
     /// Scheme name.
     pub scheme: String,
@@ -74,10 +76,15 @@ pub struct RunRecord {
     /// UTC time the run's traffic was stopped.
     pub end: Option<String>,
     /// Remarks (qdisc used, drain result…).
+    #[serde(default)]
     pub notes: Vec<String>,
     /// Packets dropped inside the emulator: (uplink, downlink).
+    #[serde(default)]
     pub emulator_drops: (u64, u64),
 }
+
+/// The run records' file in a results directory.
+pub const RUNS_FILE: &str = "pantheon_runs.json";
 
 impl RunRecord {
     /// A run of `scheme` that has not started yet (outcome `Ok` until told otherwise).
@@ -91,6 +98,32 @@ impl RunRecord {
             notes: Vec::new(),
             emulator_drops: (0, 0),
         }
+    }
+
+    /// The records in `dir/pantheon_runs.json`; none if there is no such file. Errors if the
+    /// file cannot be read or parsed (naming it, with serde's line and column).
+    pub fn read_all(dir: &Path) -> anyhow::Result<Vec<RunRecord>> {
+        let path = dir.join(RUNS_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e).with_context(|| format!("read {}", path.display())),
+        }
+    }
+
+    /// Adds this record to `dir/pantheon_runs.json`, replacing the record of the same scheme
+    /// and run id (an earlier attempt) and keeping every other. Errors, writing nothing, if the
+    /// file exists but cannot be parsed: records are never dropped silently.
+    pub fn append_to(&self, dir: &Path) -> anyhow::Result<()> {
+        let mut all = RunRecord::read_all(dir)?;
+        all.retain(|r| !(r.scheme == self.scheme && r.run_id == self.run_id));
+        all.push(self.clone());
+        Ok(crate::plan::write_json(
+            &dir.join(RUNS_FILE),
+            &serde_json::to_value(&all)?,
+        )?)
     }
 
     /// Records how the run ended (`Err`: failed, or interrupted after Ctrl-C) and writes the
@@ -316,13 +349,6 @@ pub fn log_path(
     dir.join(analyzer::ingest::log_name(
         scheme, direction, run, flow, kind,
     ))
-}
-
-/// UTC now as Pantheon prints it.
-pub fn utc_now() -> String {
-    chrono::Utc::now()
-        .format("%a %d %b %Y %H:%M:%S %z")
-        .to_string()
 }
 
 /// Runs one scheme once. Never panics on scheme failure; returns the record.
@@ -606,4 +632,43 @@ fn sleep_checked(d: Duration, res: &mut RunResources) -> anyhow::Result<()> {
         );
     }
     check_processes(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_records_are_added_or_replaced_and_never_dropped() {
+        let dir = std::env::temp_dir().join(format!("pt-runs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(RunRecord::read_all(&dir).unwrap().is_empty());
+        let mut first = RunRecord::new("cubic", 1);
+        first.outcome = RunOutcome::Failed {
+            reason: "sender exited early".into(),
+        };
+        first.append_to(&dir).unwrap();
+        RunRecord::new("bbr", 1).append_to(&dir).unwrap();
+        // The same run again (a retry) replaces its record, keeps the other.
+        let mut retry = RunRecord::new("cubic", 1);
+        retry.notes.push("fq qdisc installed".into());
+        retry.append_to(&dir).unwrap();
+        let all = RunRecord::read_all(&dir).unwrap();
+        assert_eq!(all.len(), 2);
+        let cubic = all.iter().find(|r| r.scheme == "cubic").unwrap();
+        assert_eq!(cubic.outcome, RunOutcome::Ok);
+        assert_eq!(cubic.notes, ["fq qdisc installed"]);
+        // The file keeps Pantheon-style keys: `status`, `reason` beside the rest.
+        let text = std::fs::read_to_string(dir.join(RUNS_FILE)).unwrap();
+        assert!(text.contains("\"status\": \"ok\""), "{text}");
+        // A file that cannot be read as records is an error, and is left as it was.
+        std::fs::write(dir.join(RUNS_FILE), "[{\"scheme\": ").unwrap();
+        let e = RunRecord::new("vegas", 1).append_to(&dir).unwrap_err();
+        assert!(format!("{e:#}").contains("pantheon_runs.json"), "{e:#}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join(RUNS_FILE)).unwrap(),
+            "[{\"scheme\": "
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

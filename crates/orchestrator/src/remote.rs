@@ -31,35 +31,13 @@ use anyhow::{anyhow, bail, Context};
 use crate::agent::client::AgentClient;
 use crate::agent::proto;
 use crate::clock::{self, Correction, Measurement};
+use engine::plan::utc_now;
 use engine::plan::ExperimentPlan;
-use engine::runner::{utc_now, RunRecord, INTERRUPTED};
+use engine::runner::{RunRecord, INTERRUPTED};
 use engine::schemes::{Scheme, Side};
 
-/// Which node: Pantheon's `local` or `remote`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Node {
-    /// The node of `--local-agent`.
-    Local,
-    /// The remote node.
-    Remote,
-}
-
-impl Node {
-    fn other(self) -> Node {
-        match self {
-            Node::Local => Node::Remote,
-            Node::Remote => Node::Local,
-        }
-    }
-    /// `local` or `remote`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Node::Local => "local",
-            Node::Remote => "remote",
-        }
-    }
-}
+/// Which node: Pantheon's `local` or `remote` (the type the results' metadata records).
+pub use analyzer::results::Node;
 
 /// Pantheon's remote-mode options.
 #[derive(Debug, Clone)]
@@ -449,7 +427,7 @@ pub fn start_experiment(
     desc: &Descriptions,
     warn: &dyn Fn(String),
 ) -> anyhow::Result<()> {
-    use serde_json::json;
+    use analyzer::results::{Metadata, Mode, NodeSummary};
     let (li, ri) = wait_for_nodes(nodes, Duration::from_secs(10))?;
     for (side, info) in [("local", &li), ("remote", &ri)] {
         for name in &plan.schemes {
@@ -465,39 +443,45 @@ pub fn start_experiment(
     }
     std::fs::create_dir_all(&plan.data_dir)
         .with_context(|| format!("create {}", plan.data_dir.display()))?;
-    let mut m = plan.common_metadata();
-    m.insert("mode", json!("remote"));
-    m.insert("sender_side", json!(opts.sender));
-    m.insert("server_side", json!(opts.tunnel_server));
-    m.insert("local_agent", json!(nodes.local.addr));
-    m.insert("remote_agent", json!(nodes.remote.addr));
-    for (k, v) in [
-        ("local_addr", opts.local_addr.map(|x| x.to_string())),
-        ("remote_addr", opts.remote_addr.map(|x| x.to_string())),
-        ("local_if", opts.local_if.clone()),
-        ("remote_if", opts.remote_if.clone()),
-        ("ntp_addr", opts.ntp_addr.clone()),
-        ("local_desc", desc.local.clone()),
-        ("remote_desc", desc.remote.clone()),
-    ] {
-        if let Some(v) = v {
-            m.insert(k, json!(v));
-        }
-    }
-    m.insert("drain", json!(opts.drain.as_secs_f64()));
-    m.insert(
-        "max_clock_move_ms",
-        json!(opts.max_clock_move_ns as f64 / 1e6),
-    );
-    let node_json = |i: &proto::NodeInfo| {
-        json!({
-            "node": i.node, "hostname": i.hostname, "kernel": i.kernel,
-            "version": i.version, "sysctls": i.sysctls,
-        })
+    let node_summary = |i: &proto::NodeInfo| NodeSummary {
+        node: i.node.clone(),
+        hostname: i.hostname.clone(),
+        kernel: i.kernel.clone(),
+        version: i.version.clone(),
+        sysctls: i.sysctls.clone().into_iter().collect(),
     };
-    m.insert("local_node", node_json(&li));
-    m.insert("remote_node", node_json(&ri));
-    engine::plan::write_json(&plan.data_dir.join("pantheon_metadata.json"), &json!(m))
+    // The versions of the node that runs the senders, as it reported them now.
+    let sender_info = match opts.sender {
+        Node::Local => &li,
+        Node::Remote => &ri,
+    };
+    let scheme_versions = sender_info
+        .schemes
+        .iter()
+        .filter(|s| plan.schemes.contains(&s.name) && !s.version.is_empty())
+        .map(|s| (s.name.clone(), s.version.clone()))
+        .collect();
+    let m = Metadata {
+        mode: Some(Mode::Remote),
+        sender_side: Some(opts.sender),
+        server_side: Some(opts.tunnel_server),
+        local_agent: Some(nodes.local.addr.clone()),
+        remote_agent: Some(nodes.remote.addr.clone()),
+        local_addr: opts.local_addr.map(|x| x.to_string()),
+        remote_addr: opts.remote_addr.map(|x| x.to_string()),
+        local_if: opts.local_if.clone(),
+        remote_if: opts.remote_if.clone(),
+        ntp_addr: opts.ntp_addr.clone(),
+        local_desc: desc.local.clone(),
+        remote_desc: desc.remote.clone(),
+        drain: Some(opts.drain.as_secs_f64()),
+        max_clock_move_ms: Some(opts.max_clock_move_ns as f64 / 1e6),
+        local_node: Some(node_summary(&li)),
+        remote_node: Some(node_summary(&ri)),
+        scheme_versions,
+        ..plan.common_metadata()
+    };
+    Ok(m.write(&plan.data_dir)?)
 }
 
 /// One run of an experiment: [`run_once_remote`] once both agents answer (a restarted one gets

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use engine::analyze;
-use engine::plan::{write_constant_trace, write_json, ExperimentPlan};
+use engine::plan::{write_constant_trace, ExperimentPlan};
 use engine::runner::{self, RunOutcome, INTERRUPTED};
 use engine::schemes::{Registry, Scheme, SystemInfo};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -291,12 +291,10 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("`pantheon run local` needs root (network namespaces and TUN devices)");
     }
     let netns_prefix = format!("pt-{}", std::process::id());
-    let mut metadata = plan.metadata(&path);
-    metadata["netns_prefix"] = serde_json::json!(netns_prefix);
-    if let Some(name) = &a.emulator {
-        metadata["emulator_preset"] = serde_json::json!(name);
-    }
-    write_json(&plan.data_dir.join("pantheon_metadata.json"), &metadata)?;
+    let mut metadata = plan.metadata(&path, &registry);
+    metadata.netns_prefix = Some(netns_prefix.clone());
+    metadata.emulator_preset = a.emulator.clone();
+    metadata.write(&plan.data_dir)?;
     eprintln!("Emulated path: {}", path.command_line);
     run_experiment(
         &plan,
@@ -335,7 +333,6 @@ fn run_experiment(
         ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {msg} (≈{eta} left)")
             .expect("valid template"),
     );
-    let mut records = Vec::new();
     let mut seq = 0usize;
     'runs: for run_id in plan.start_run_id..plan.start_run_id + plan.run_times {
         for name in &plan.schemes {
@@ -354,11 +351,7 @@ fn run_experiment(
                 RunOutcome::Interrupted => format!("{name} run {run_id}: interrupted"),
             };
             bar.suspend(|| eprintln!("{line}"));
-            records.push(rec);
-            write_json(
-                &plan.data_dir.join("pantheon_runs.json"),
-                &serde_json::to_value(&records)?,
-            )?;
+            rec.append_to(&plan.data_dir)?;
             if INTERRUPTED.load(Ordering::SeqCst) {
                 break 'runs;
             }

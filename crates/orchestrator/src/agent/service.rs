@@ -335,6 +335,11 @@ impl Inner {
                 proto::SchemeStatus {
                     name: s.name.clone(),
                     runnable: why.is_none(),
+                    version: if why.is_none() {
+                        s.version()
+                    } else {
+                        String::new()
+                    },
                     detail: why.unwrap_or_default(),
                 }
             })
@@ -448,6 +453,7 @@ impl Agent for AgentService {
                         name: o.scheme,
                         runnable: o.ok,
                         detail: o.detail,
+                        version: String::new(),
                     })
                     .collect(),
             })

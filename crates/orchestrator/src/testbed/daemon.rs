@@ -435,7 +435,7 @@ impl Daemon {
                         Err(r) => format!("FAILED: {r}"),
                     }
                 ));
-                record_run(dir, &rec)?;
+                rec.append_to(dir)?;
             }
         }
         engine::analyze::analyze_dir(dir, &self.registry)?;
@@ -443,20 +443,6 @@ impl Daemon {
         self.archive
             .finish(id, Status::Done, None, &runs, &stats, &archive::now())
     }
-}
-
-/// Adds (or replaces) `rec` in `dir/pantheon_runs.json`, keeping the records of the runs
-/// before it, those of an earlier attempt included.
-fn record_run(dir: &Path, rec: &engine::runner::RunRecord) -> anyhow::Result<()> {
-    let path = dir.join("pantheon_runs.json");
-    let mut all: Vec<Value> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    let new = serde_json::to_value(rec)?;
-    all.retain(|r| !(r["scheme"] == new["scheme"] && r["run_id"] == new["run_id"]));
-    all.push(new);
-    engine::plan::write_json(&path, &Value::Array(all))
 }
 
 /// Per-run metrics (all flows) and per-scheme means from an analysis's `pantheon_perf.json`

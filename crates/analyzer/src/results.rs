@@ -1,0 +1,408 @@
+//! A results directory's description, `pantheon_metadata.json`, as one typed value: written
+//! by the run (`pantheon run local`/`remote`), read back by the analysis, the comparison and
+//! the calibration with the same type.
+//!
+//! Pantheon writes `vars(args)` there (`pantheon.md` §2.6): `cc_schemes`, `run_times`,
+//! `runtime`, `flows`, `interval`, `mode`, `sender_side`, the traces' basenames, the mm strings,
+//! `*_desc`, `*_if`, `ntp_addr`, `git_summary`… We write the same keys with the same meaning and
+//! add ours (the emulator as parsed, the seed, the scheme versions of the machine that ran the
+//! runs). A key this type does not know — one of Pantheon's, or a later version's — is kept in
+//! [`Metadata::other`] and written back unchanged, so reading and writing loses nothing.
+//!
+//! Files are written as Pantheon writes its JSON ([`write_json`]): keys sorted, four-space
+//! indentation.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The file's name in a results directory.
+pub const METADATA_FILE: &str = "pantheon_metadata.json";
+
+/// Why [`Metadata::read`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    /// The directory has no metadata file.
+    #[error(
+        "{0} has no pantheon_metadata.json: not a results directory (give the --data-dir of a \
+         `pantheon run`)"
+    )]
+    NotResults(String),
+    /// The file exists but cannot be read.
+    #[error("read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The file is not valid metadata (serde says where: line and column).
+    #[error("parse {path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+}
+
+/// Where a run happened: Pantheon's `mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Both sides on this machine, through the emulator (`test.py local`).
+    Local,
+    /// Between two machines over a real path (`test.py remote`).
+    Remote,
+}
+
+/// One of the two nodes of a remote run: Pantheon's `local` (the machine the harness runs on)
+/// or `remote`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Node {
+    /// The node of the harness (`--local-agent`).
+    Local,
+    /// The other node.
+    Remote,
+}
+
+impl Node {
+    /// The other node.
+    pub fn other(self) -> Node {
+        match self {
+            Node::Local => Node::Remote,
+            Node::Remote => Node::Local,
+        }
+    }
+
+    /// `local` / `remote`, as in Pantheon's flags and keys (`local_desc`, `remote_if`…).
+    pub fn name(self) -> &'static str {
+        match self {
+            Node::Local => "local",
+            Node::Remote => "remote",
+        }
+    }
+}
+
+/// What a node of a remote run said about itself when the experiment started.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    /// The name its agent was started with.
+    pub node: String,
+    /// Its host name.
+    pub hostname: String,
+    /// `uname -sr`.
+    pub kernel: String,
+    /// Its `pantheon-agent` version.
+    pub version: String,
+    /// The sysctls Pantheon's report lists (`net.core.default_qdisc`, buffer sizes…).
+    pub sysctls: BTreeMap<String, String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn one_flow() -> u16 {
+    1
+}
+
+fn thirty() -> f64 {
+    30.0
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
+}
+
+/// `pantheon_metadata.json`. Durations are in seconds, as Pantheon's flags give them. Fields
+/// absent from a file read back take Pantheon's defaults (one run of 30 s, one flow).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    /// The schemes, sorted by name (Pantheon's key).
+    #[serde(default)]
+    pub cc_schemes: Vec<String>,
+    /// The order they ran in (ours; shuffled with `--random-order`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_order: Vec<String>,
+    /// Runs per scheme.
+    #[serde(default = "one")]
+    pub run_times: u32,
+    /// Id of the first run.
+    #[serde(default = "one")]
+    pub start_run_id: u32,
+    /// Duration of each run, s.
+    #[serde(default = "thirty")]
+    pub runtime: f64,
+    /// Flows per run.
+    #[serde(default = "one_flow")]
+    pub flows: u16,
+    /// Time between flow starts, s.
+    #[serde(default)]
+    pub interval: f64,
+    /// `--random-order`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub random_order: bool,
+    /// Wait after starting the first side, s (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_side_setup: Option<f64>,
+    /// Local or remote; absent in some of Pantheon's archives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    /// The program that ran the experiment (`pantheon-rs 0.1.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<String>,
+    /// UTC time the experiment started, as Pantheon prints times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated_at: Option<String>,
+    /// The version of each scheme (by name) on the machine that ran its senders, recorded when
+    /// the experiment started ([`Metadata::scheme_version`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scheme_versions: BTreeMap<String, String>,
+
+    // Local runs: the emulated path.
+    /// `--uplink-trace`, as a basename.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink_trace: Option<String>,
+    /// `--downlink-trace`, as a basename.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downlink_trace: Option<String>,
+    /// `--prepend-mm-cmds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepend_mm_cmds: Option<String>,
+    /// `--extra-mm-link-args`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_mm_link_args: Option<String>,
+    /// `--append-mm-cmds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub append_mm_cmds: Option<String>,
+    /// The emulator as Mahimahi would be invoked (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator_command: Option<String>,
+    /// `--emulator`: the preset the path came from (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator_preset: Option<String>,
+    /// Seed of the emulator's random loss (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Longest wait for in-flight packets after a run, s (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_timeout: Option<f64>,
+    /// Prefix of the run's network namespaces (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns_prefix: Option<String>,
+
+    // Remote runs.
+    /// `--sender`: the node that ran the senders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_side: Option<Node>,
+    /// `--tunnel-server`: the node whose tunnel endpoint listened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_side: Option<Node>,
+    /// `--ntp-addr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ntp_addr: Option<String>,
+    /// `--local-desc`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_desc: Option<String>,
+    /// `--remote-desc`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_desc: Option<String>,
+    /// `--local-if`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_if: Option<String>,
+    /// `--remote-if`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_if: Option<String>,
+    /// `--local-addr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_addr: Option<String>,
+    /// `--remote-addr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_addr: Option<String>,
+    /// `--local-agent` (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_agent: Option<String>,
+    /// The remote agent's address (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_agent: Option<String>,
+    /// Time the receiver's node kept receiving after the sender stopped, s (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<f64>,
+    /// A run whose clock offset moved more than this was flagged, ms (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_clock_move_ms: Option<f64>,
+    /// The local node, as it described itself (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_node: Option<NodeSummary>,
+    /// The remote node (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_node: Option<NodeSummary>,
+
+    /// Every other key, kept as read: Pantheon's (`git_summary`…) and the parsed emulator
+    /// (`emulator`).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+impl Default for Metadata {
+    /// The metadata of an empty file: no schemes, Pantheon's defaults for the rest.
+    fn default() -> Metadata {
+        serde_json::from_str("{}").expect("every field has a default")
+    }
+}
+
+impl Metadata {
+    /// Reads `dir/pantheon_metadata.json`. Errors: the file is missing (the message says `dir`
+    /// is not a results directory) or is not valid metadata (file and serde's line/column).
+    pub fn read(dir: &Path) -> Result<Metadata, MetadataError> {
+        let path = dir.join(METADATA_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                MetadataError::NotResults(dir.display().to_string())
+            } else {
+                MetadataError::Read {
+                    path: path.display().to_string(),
+                    source,
+                }
+            }
+        })?;
+        serde_json::from_str(&text).map_err(|source| MetadataError::Parse {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Writes `dir/pantheon_metadata.json` ([`write_json`]'s format).
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let value = serde_json::to_value(self).map_err(std::io::Error::other)?;
+        write_json(&dir.join(METADATA_FILE), &value)
+    }
+
+    /// The description of `node` (`--local-desc`/`--remote-desc`), if given.
+    pub fn desc(&self, node: Node) -> Option<&str> {
+        match node {
+            Node::Local => self.local_desc.as_deref(),
+            Node::Remote => self.remote_desc.as_deref(),
+        }
+    }
+
+    /// The interface of `node` (`--local-if`/`--remote-if`), if given.
+    pub fn interface(&self, node: Node) -> Option<&str> {
+        match node {
+            Node::Local => self.local_if.as_deref(),
+            Node::Remote => self.remote_if.as_deref(),
+        }
+    }
+
+    /// The node that ran the senders (`local` when not recorded, Pantheon's default).
+    pub fn sender(&self) -> Node {
+        self.sender_side.unwrap_or(Node::Local)
+    }
+
+    /// The version of `scheme` recorded when it ran, if the run recorded one (results
+    /// directories of pantheon-rs before 0.1.0's scheme versions, and Pantheon's, do not).
+    pub fn scheme_version(&self, scheme: &str) -> Option<&str> {
+        self.scheme_versions.get(scheme).map(String::as_str)
+    }
+}
+
+/// Writes `value` to `path` as Pantheon writes its JSON (`json.dump(sort_keys=True,
+/// indent=4)`): keys sorted at every level, four-space indentation, a final newline. The file
+/// is replaced whole (written as `<path>.tmp`, then renamed) or not at all.
+pub fn write_json(path: &Path, value: &Value) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
+    sorted(value)
+        .serialize(&mut ser)
+        .map_err(std::io::Error::other)?;
+    out.push(b'\n');
+    // Written beside, then renamed over: a reader (or a kill) never sees half a file.
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, out)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| std::io::Error::new(e.kind(), format!("write {}: {e}", path.display())))
+}
+
+/// `value` with the keys of every object in sorted order (whatever map serde_json was built
+/// with).
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(m) => {
+            let by_key: BTreeMap<&String, &Value> = m.iter().collect();
+            Value::Object(
+                by_key
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), sorted(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+        v => v.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pantheons_own_metadata_reads_with_defaults_and_keeps_unknown_keys() {
+        // As Pantheon's `test.py remote` writes it (ints where we write floats).
+        let text = r#"{
+            "cc_schemes": ["bbr", "cubic"], "run_times": 5, "runtime": 30, "flows": 1,
+            "interval": 0, "mode": "remote", "sender_side": "remote", "ntp_addr": "x",
+            "git_summary": "branch: master @ abc", "remote_desc": "AWS India"
+        }"#;
+        let m: Metadata = serde_json::from_str(text).unwrap();
+        assert_eq!(m.run_times, 5);
+        assert_eq!(m.start_run_id, 1);
+        assert_eq!(m.runtime, 30.0);
+        assert_eq!(m.mode, Some(Mode::Remote));
+        assert_eq!(m.sender(), Node::Remote);
+        assert_eq!(m.desc(Node::Remote), Some("AWS India"));
+        assert_eq!(m.desc(Node::Local), None);
+        assert_eq!(m.other["git_summary"], "branch: master @ abc");
+        assert_eq!(m.scheme_version("bbr"), None);
+        // Written back, the unknown key is still there.
+        let back = serde_json::to_value(&m).unwrap();
+        assert_eq!(back["git_summary"], "branch: master @ abc");
+        assert_eq!(back["sender_side"], "remote");
+    }
+
+    #[test]
+    fn written_keys_are_sorted_and_round_trip() {
+        let dir = std::env::temp_dir().join(format!("pt-meta-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut m = Metadata {
+            cc_schemes: vec!["cubic".into()],
+            mode: Some(Mode::Local),
+            runtime: 10.0,
+            ..Metadata::default()
+        };
+        m.scheme_versions
+            .insert("cubic".into(), "iperf 3.12; kernel tcp_cubic".into());
+        m.other
+            .insert("emulator".into(), serde_json::json!([{"b": 1, "a": 2}]));
+        m.write(&dir).unwrap();
+        let text = std::fs::read_to_string(dir.join(METADATA_FILE)).unwrap();
+        let keys: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("    \""))
+            .map(|l| l.trim().split('"').nth(1).unwrap())
+            .collect();
+        let mut sorted_keys = keys.clone();
+        sorted_keys.sort();
+        assert_eq!(keys, sorted_keys);
+        assert!(text.find("\"a\": 2").unwrap() < text.find("\"b\": 1").unwrap());
+        assert_eq!(Metadata::read(&dir).unwrap(), m);
+        let missing = Metadata::read(&dir.join("nope")).unwrap_err().to_string();
+        assert!(missing.contains("not a results directory"), "{missing}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
