@@ -9,7 +9,7 @@
 //! (`--uplink-delivery=poisson`, the paper's model of cellular paths). Five parameters: the
 //! bottleneck rate, the one-way propagation delay, the uplink DropTail size, the uplink i.i.d.
 //! loss rate and the delivery process — exactly the knobs of Pantheon's calibrated emulators
-//! ([`crate::presets`] builds those six with [`Candidate::to_preset`] too).
+//! ([`crate::presets`] builds those six with `Candidate::to_preset` too).
 //!
 //! # The search
 //!
@@ -42,7 +42,6 @@ use ndarray::{Array2, Axis};
 use analyzer::stats::median;
 
 use crate::mm::Delivery;
-use crate::presets::Preset;
 
 /// Errors of the calibration model and search.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -122,17 +121,6 @@ impl Candidate {
             s.push_str(" --uplink-delivery=poisson --downlink-delivery=poisson");
         }
         s
-    }
-
-    /// This emulator as a named preset (usable as `--emulator`).
-    pub fn to_preset(&self, name: &str, description: &str) -> Preset {
-        Preset {
-            name: name.into(),
-            description: description.into(),
-            rate_mbps: self.rate_mbps,
-            prepend: self.prepend(),
-            link_args: self.link_args(),
-        }
     }
 
     /// One-line description: `24.00 Mbit/s constant, 30 ms, 60 packets, loss 0.5000 %`.

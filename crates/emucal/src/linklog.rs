@@ -44,13 +44,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::mm::{LinkDirection, LinkShell, LogFormat};
+use crate::mm::{quote, LinkDirection, LinkShell, LogFormat};
 use crate::stage::{LinkEvent, MS, OPPORTUNITY_BYTES};
-
-/// Quotes one argument as Mahimahi's log header does: `'arg'`, with `'` written `'\''`.
-pub fn quote(arg: &str) -> String {
-    format!("'{}'", arg.replace('\'', r"'\''"))
-}
 
 /// The header lines of one direction's log (each ending in `\n`).
 ///

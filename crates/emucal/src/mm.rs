@@ -257,6 +257,12 @@ pub struct Chain {
     pub command: Vec<String>,
 }
 
+/// Quotes one argument as Mahimahi's log header does (and a shell reads it): `'arg'`, with
+/// `'` written `'\''`.
+pub fn quote(arg: &str) -> String {
+    format!("'{}'", arg.replace('\'', r"'\''"))
+}
+
 fn syntax(m: String) -> MmError {
     MmError::Syntax(m)
 }
@@ -575,7 +581,7 @@ pub fn mahimahi_argv(chain: &Chain, chain_words: &[String]) -> Result<Vec<String
         let quoted: Vec<String> = chain
             .command
             .iter()
-            .map(|w| crate::linklog::quote(w).replace("$MAHIMAHI_BASE", "'\"$MAHIMAHI_BASE\"'"))
+            .map(|w| quote(w).replace("$MAHIMAHI_BASE", "'\"$MAHIMAHI_BASE\"'"))
             .collect();
         argv.extend([
             "sh".into(),

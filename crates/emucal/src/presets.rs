@@ -35,6 +35,19 @@ pub struct Preset {
     pub link_args: String,
 }
 
+impl Candidate {
+    /// This emulator as a named preset (usable as `--emulator`).
+    pub fn to_preset(&self, name: &str, description: &str) -> Preset {
+        Preset {
+            name: name.into(),
+            description: description.into(),
+            rate_mbps: self.rate_mbps,
+            prepend: self.prepend(),
+            link_args: self.link_args(),
+        }
+    }
+}
+
 impl Preset {
     /// File name of its trace (`100.42mbps.trace`), written with `Trace::constant_rate`.
     pub fn trace_file_name(&self) -> String {

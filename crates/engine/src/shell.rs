@@ -278,17 +278,7 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
                 .replace("$MAHIMAHI_BASE", &base)
         })
         .collect();
-    let mut command = match words.split_first() {
-        Some((program, args)) => {
-            let mut c = Command::new(program);
-            c.args(args);
-            c
-        }
-        None => Command::new(std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())),
-    };
-    if std::env::var_os("MAHIMAHI_BASE").is_none() {
-        command.env("MAHIMAHI_BASE", outer_addr.to_string());
-    }
+    let mut command = netns::shell_command(&words, outer_addr);
     let old_prefix = std::env::var("MAHIMAHI_SHELL_PREFIX").unwrap_or_default();
     command.env("MAHIMAHI_SHELL_PREFIX", format!("{old_prefix}{prefix}"));
     inner.exec_inside(&mut command);

@@ -204,6 +204,26 @@ impl Drop for NetNs {
     }
 }
 
+/// What a Mahimahi shell (or `mm-tunnelclient`) runs inside: `words` (program, then its
+/// arguments), or `$SHELL` (`/bin/sh` if unset) when `words` is empty; with `MAHIMAHI_BASE`
+/// set to `base`, the address of the outside as seen from inside, unless the environment
+/// already has one (inside nested shells the outermost's stays, as in Mahimahi). The caller
+/// places it ([`NetNs::spawn_into`], [`NetNs::exec_inside`]) and adds its own environment.
+pub fn shell_command(words: &[String], base: std::net::Ipv4Addr) -> Command {
+    let mut command = match words.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args);
+            c
+        }
+        None => Command::new(std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())),
+    };
+    if std::env::var_os("MAHIMAHI_BASE").is_none() {
+        command.env("MAHIMAHI_BASE", base.to_string());
+    }
+    command
+}
+
 /// Names of all named network namespaces on this machine (`ip netns list`).
 pub fn list_named() -> Vec<String> {
     Command::new("ip")

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -274,17 +274,7 @@ fn endpoint_main(
     }
     let _ = std::io::stdout().flush();
 
-    let mut cmd = match args.command.split_first() {
-        Some((program, rest)) => {
-            let mut c = Command::new(program);
-            c.args(rest);
-            c
-        }
-        None => Command::new(std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into())),
-    };
-    if std::env::var_os("MAHIMAHI_BASE").is_none() {
-        cmd.env("MAHIMAHI_BASE", peer_private.to_string());
-    }
+    let mut cmd = netns::shell_command(&args.command, peer_private);
     ns.spawn_into(&mut cmd);
     // A shell reading a terminal must stay in the terminal's foreground process group.
     // SAFETY: isatty and getpgrp are plain syscalls.
