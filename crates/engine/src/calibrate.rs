@@ -304,30 +304,8 @@ pub fn calibrate(
     let target = &sub;
     let bounds = resolve_bounds(&target.observations, opts)?;
 
-    // Resume from the log.
     let log_path = out.join("search.log");
-    let mut evals: Vec<Evaluation> = Vec::new();
-    if log_path.exists() {
-        let text = std::fs::read_to_string(&log_path)
-            .with_context(|| format!("read {}", log_path.display()))?;
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let e = Evaluation::parse_line(line, i + 1)
-                .with_context(|| format!("resume from {}", log_path.display()))?;
-            // A log of other schemes is a different calibration.
-            if e.failure.is_none() && e.schemes.keys().ne(target.schemes.keys()) {
-                bail!(
-                    "{} line {}: its schemes are not {}: use another --out",
-                    log_path.display(),
-                    i + 1,
-                    opts.schemes.join(" ")
-                );
-            }
-            evals.push(e);
-        }
-    }
+    let mut evals = resume(&log_path, target, opts)?;
     let mut log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -395,7 +373,54 @@ pub fn calibrate(
         // Only the empty `evals/` is left of the runs (removed after each evaluation).
         let _ = std::fs::remove_dir(out.join("evals"));
     }
-    let Some((best, error_pct, n)) = ranked(&evals).into_iter().next() else {
+    let outcome = outcome(target, bounds, &evals, &log_path)?;
+    write_outputs(target, opts, registry, &outcome, &evals, started.elapsed())?;
+    Ok(outcome)
+}
+
+/// The evaluations of an earlier calibration with the same `--out` (`search.log`), to resume
+/// from; none without a log. Errors on a line that cannot be read, or a log of other schemes
+/// (a different calibration), naming the file and line.
+fn resume(
+    log_path: &Path,
+    target: &Target,
+    opts: &CalibrateOptions,
+) -> anyhow::Result<Vec<Evaluation>> {
+    let mut evals: Vec<Evaluation> = Vec::new();
+    if !log_path.exists() {
+        return Ok(evals);
+    }
+    let text = std::fs::read_to_string(log_path)
+        .with_context(|| format!("read {}", log_path.display()))?;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let e = Evaluation::parse_line(line, i + 1)
+            .with_context(|| format!("resume from {}", log_path.display()))?;
+        // A log of other schemes is a different calibration.
+        if e.failure.is_none() && e.schemes.keys().ne(target.schemes.keys()) {
+            bail!(
+                "{} line {}: its schemes are not {}: use another --out",
+                log_path.display(),
+                i + 1,
+                opts.schemes.join(" ")
+            );
+        }
+        evals.push(e);
+    }
+    Ok(evals)
+}
+
+/// The calibration's result from all its evaluations: the candidate with the best mean error,
+/// its parts, the leave-one-out check. Errors if no evaluation succeeded.
+fn outcome(
+    target: &Target,
+    bounds: Bounds,
+    evals: &[Evaluation],
+    log_path: &Path,
+) -> anyhow::Result<Outcome> {
+    let Some((best, error_pct, n)) = ranked(evals).into_iter().next() else {
         bail!(
             "no evaluation succeeded; see the failures in {}",
             log_path.display()
@@ -408,7 +433,7 @@ pub fn calibrate(
     let mean_of = |f: fn(&Evaluation) -> Option<f64>| {
         of_best.iter().filter_map(|e| f(e)).sum::<f64>() / of_best.len() as f64
     };
-    let outcome = Outcome {
+    Ok(Outcome {
         best,
         error_pct,
         tput_error_pct: mean_of(|e| e.tput_error_pct),
@@ -416,10 +441,8 @@ pub fn calibrate(
         measurements: n,
         evaluations: evals.len(),
         bounds,
-        leave_one_out: leave_one_out(target, &evals),
-    };
-    write_outputs(target, opts, registry, &outcome, &evals, started.elapsed())?;
-    Ok(outcome)
+        leave_one_out: leave_one_out(target, evals),
+    })
 }
 
 fn resolve_bounds(o: &Observations, opts: &CalibrateOptions) -> anyhow::Result<Bounds> {
@@ -658,21 +681,15 @@ impl LocalEvaluator<'_> {
         let plan = ExperimentPlan {
             schemes: opts.schemes.clone(),
             run_times: opts.run_times,
-            start_run_id: 1,
             runtime: opts.runtime,
-            flows: 1,
-            interval: Duration::ZERO,
-            first_side_setup: Duration::from_secs(1),
-            drain_timeout: Duration::from_secs(5),
-            random_order: false,
             data_dir: dir.to_owned(),
             seed,
             uplink_trace: trace.clone(),
             downlink_trace: trace,
             prepend_mm_cmds: preset.prepend,
-            append_mm_cmds: String::new(),
             extra_mm_link_args: preset.link_args,
             schemes_dir: opts.schemes_dir.clone(),
+            ..ExperimentPlan::default()
         };
         let path = plan.validate(registry)?;
         let mut out = BTreeMap::new();

@@ -11,7 +11,7 @@ use anyhow::Context;
 
 use crate::plan::{write_constant_trace, ExperimentPlan};
 use crate::runner::{loopback_run, run_once, RunOutcome};
-use crate::schemes::{Registry, SystemInfo};
+use crate::schemes::{Registry, Scheme, SystemInfo};
 
 /// Least average throughput, Mbit/s, that counts as "the scheme sends" over the 10 Mbit/s path.
 pub const MIN_MBPS: f64 = 1.0;
@@ -51,101 +51,101 @@ pub fn check(
     let mut out = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let scheme = registry.get(name)?;
+        let verdict = |ok, detail| Verdict {
+            scheme: name.clone(),
+            ok,
+            detail,
+        };
         if let Some(why) = scheme.unavailable_reason(&sys) {
-            out.push(Verdict {
-                scheme: name.clone(),
-                ok: false,
-                detail: format!("not runnable here: {why}"),
-            });
+            out.push(verdict(false, format!("not runnable here: {why}")));
             continue;
         }
         let dir = work.join(name);
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-        let lo_tag = format!("{tag}-{i}");
-        let loopback = match loopback_run(scheme, runtime, Duration::from_secs(1), &dir, &lo_tag) {
-            Ok(bytes) => {
-                let mbps = bytes as f64 * 8.0 / runtime.as_secs_f64() / 1e6;
-                if mbps < MIN_LOOPBACK_MBPS {
-                    out.push(Verdict {
-                        scheme: name.clone(),
-                        ok: false,
-                        detail: format!(
-                            "over loopback it sent only {mbps:.1} Mbit/s (at least \
-                             {MIN_LOOPBACK_MBPS} expected): is it full-throttle?"
-                        ),
-                    });
-                    continue;
-                }
-                mbps
-            }
-            Err(e) => {
-                out.push(Verdict {
-                    scheme: name.clone(),
-                    ok: false,
-                    detail: format!("its loopback run failed: {e:#}"),
-                });
+        let tag = format!("{tag}-{i}");
+        let loopback_mbps = match check_loopback(scheme, runtime, &dir, &tag) {
+            Ok(mbps) => mbps,
+            Err(why) => {
+                out.push(verdict(false, why));
                 continue;
             }
         };
         let plan = ExperimentPlan {
             schemes: vec![name.clone()],
-            run_times: 1,
-            start_run_id: 1,
             runtime,
-            flows: 1,
-            interval: Duration::ZERO,
-            first_side_setup: Duration::from_secs(1),
-            drain_timeout: Duration::from_secs(5),
-            random_order: false,
             data_dir: dir.clone(),
-            seed: 1,
             uplink_trace: trace.clone(),
             downlink_trace: trace.clone(),
             prepend_mm_cmds: "mm-delay 28".into(),
-            append_mm_cmds: String::new(),
-            extra_mm_link_args: String::new(),
-            schemes_dir: None,
+            ..ExperimentPlan::default()
         };
-        let path = plan.validate(registry)?;
-        let record = run_once(&plan, &path, scheme, 1, &format!("{tag}-{i}"), &|_| {});
-        let verdict = match &record.outcome {
-            RunOutcome::Interrupted => anyhow::bail!("interrupted"),
-            RunOutcome::Failed { reason } => Verdict {
-                scheme: name.clone(),
-                ok: false,
-                detail: format!("its run failed: {reason}"),
-            },
-            RunOutcome::Ok => {
-                let frames = analyzer::ingest::read_run(&dir, name, 1)?;
-                let s = frames.stats()?;
-                let figures = format!(
-                    "loopback {loopback:.0} Mbit/s; emulated {:.2} Mbit/s, p95 one-way delay {}, \
-                     loss {:.2} %",
-                    s.total.tput_mbps,
-                    s.total
-                        .p95_delay_ms
-                        .map_or("N/A".to_owned(), |d| format!("{d:.1} ms")),
-                    s.total.loss * 100.0
-                );
-                if s.total.tput_mbps >= MIN_MBPS {
-                    Verdict {
-                        scheme: name.clone(),
-                        ok: true,
-                        detail: figures,
-                    }
-                } else {
-                    Verdict {
-                        scheme: name.clone(),
-                        ok: false,
-                        detail: format!(
-                            "ran but sent too little over 10 Mbit/s + 28 ms ({figures}; at least \
-                             {MIN_MBPS} Mbit/s expected): is it full-throttle?"
-                        ),
-                    }
-                }
-            }
-        };
-        out.push(verdict);
+        let (ok, detail) = check_emulated(&plan, registry, scheme, loopback_mbps, &tag)?;
+        out.push(verdict(ok, detail));
     }
     Ok(out)
+}
+
+/// Both sides over loopback for `runtime`: the rate they reached, Mbit/s, or why that is not
+/// enough (a side failed, or under [`MIN_LOOPBACK_MBPS`]).
+fn check_loopback(
+    scheme: &Scheme,
+    runtime: Duration,
+    dir: &Path,
+    tag: &str,
+) -> Result<f64, String> {
+    match loopback_run(scheme, runtime, Duration::from_secs(1), dir, tag) {
+        Ok(bytes) => {
+            let mbps = bytes as f64 * 8.0 / runtime.as_secs_f64() / 1e6;
+            if mbps < MIN_LOOPBACK_MBPS {
+                Err(format!(
+                    "over loopback it sent only {mbps:.1} Mbit/s (at least \
+                     {MIN_LOOPBACK_MBPS} expected): is it full-throttle?"
+                ))
+            } else {
+                Ok(mbps)
+            }
+        }
+        Err(e) => Err(format!("its loopback run failed: {e:#}")),
+    }
+}
+
+/// One run of `scheme` through `plan`'s emulated path: (passed, figures or what is wrong).
+/// Errors only if interrupted or if the run's logs cannot be analysed.
+fn check_emulated(
+    plan: &ExperimentPlan,
+    registry: &Registry,
+    scheme: &Scheme,
+    loopback_mbps: f64,
+    tag: &str,
+) -> anyhow::Result<(bool, String)> {
+    let path = plan.validate(registry)?;
+    let record = run_once(plan, &path, scheme, 1, tag, &|_| {});
+    match &record.outcome {
+        RunOutcome::Interrupted => anyhow::bail!("interrupted"),
+        RunOutcome::Failed { reason } => Ok((false, format!("its run failed: {reason}"))),
+        RunOutcome::Ok => {
+            let frames = analyzer::ingest::read_run(&plan.data_dir, &scheme.name, 1)?;
+            let s = frames.stats()?;
+            let figures = format!(
+                "loopback {loopback_mbps:.0} Mbit/s; emulated {:.2} Mbit/s, p95 one-way delay \
+                 {}, loss {:.2} %",
+                s.total.tput_mbps,
+                s.total
+                    .p95_delay_ms
+                    .map_or("N/A".to_owned(), |d| format!("{d:.1} ms")),
+                s.total.loss * 100.0
+            );
+            Ok(if s.total.tput_mbps >= MIN_MBPS {
+                (true, figures)
+            } else {
+                (
+                    false,
+                    format!(
+                        "ran but sent too little over 10 Mbit/s + 28 ms ({figures}; at least \
+                         {MIN_MBPS} Mbit/s expected): is it full-throttle?"
+                    ),
+                )
+            })
+        }
+    }
 }

@@ -52,6 +52,32 @@ pub struct ExperimentPlan {
     pub schemes_dir: Option<PathBuf>,
 }
 
+impl Default for ExperimentPlan {
+    /// One run of 30 s, one flow, the first side 1 s ahead, 5 s of drain, emulator seed 1, in
+    /// `results/`; no schemes and no path yet (traces and mm strings empty).
+    fn default() -> ExperimentPlan {
+        ExperimentPlan {
+            schemes: Vec::new(),
+            run_times: 1,
+            start_run_id: 1,
+            runtime: Duration::from_secs(30),
+            flows: 1,
+            interval: Duration::ZERO,
+            first_side_setup: Duration::from_secs(1),
+            drain_timeout: Duration::from_secs(5),
+            random_order: false,
+            data_dir: PathBuf::from("results"),
+            seed: 1,
+            uplink_trace: PathBuf::new(),
+            downlink_trace: PathBuf::new(),
+            prepend_mm_cmds: String::new(),
+            append_mm_cmds: String::new(),
+            extra_mm_link_args: String::new(),
+            schemes_dir: None,
+        }
+    }
+}
+
 impl ExperimentPlan {
     /// Checks the plan against the registry and parses the emulated path (traces included),
     /// so that a malformed trace or unknown shell fails before any run starts.

@@ -380,6 +380,12 @@ pub fn run_once(
     record
 }
 
+/// The namespaces of one flow: (receiver's, sender's), indices into
+/// [`RunResources::namespaces`].
+type FlowNamespaces = (usize, usize);
+
+/// The run itself, steps 1–4 of the module docs; everything it starts goes into `res`, which
+/// the caller tears down whatever this returns.
 #[allow(clippy::too_many_arguments)]
 fn drive_run(
     plan: &ExperimentPlan,
@@ -391,14 +397,53 @@ fn drive_run(
     record: &mut RunRecord,
     progress: &dyn Fn(f64),
 ) -> anyhow::Result<()> {
+    let (host, emu) = start_emulator(plan, path, &scheme.name, run_id, tag, res)?;
+    let mut flows = Vec::new();
+    for flow in 1..=plan.flows {
+        let files = TunnelLogs {
+            dir: &plan.data_dir,
+            scheme: &scheme.name,
+            run_id,
+            flow,
+        };
+        flows.push(start_tunnel_pair(&files, tag, res, host, emu)?);
+    }
+    wait_for_tunnels(res)?;
+    if let Some(q) = &scheme.preferred_qdisc {
+        let senders: Vec<&NetNs> = flows.iter().map(|&(_, tx)| &res.namespaces[tx]).collect();
+        record.notes.push(install_qdisc(q, &senders));
+    }
+    // The runtime counts from the first second side's start, as Pantheon's.
+    let start = start_scheme(plan, scheme, run_id, &flows, res, record)?;
+    while start.elapsed() < plan.runtime {
+        check_processes(res)?;
+        progress(start.elapsed().as_secs_f64() / plan.runtime.as_secs_f64());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    record.end = Some(utc_now());
+    progress(1.0);
+    drain(plan, res, record);
+    Ok(())
+}
+
+/// Step 1a: the host and emulator namespaces and the emulator between them, its mm-link logs
+/// in the data directory. Returns the two namespaces' indices.
+fn start_emulator(
+    plan: &ExperimentPlan,
+    path: &EmulatedPath,
+    scheme: &str,
+    run_id: u32,
+    tag: &str,
+    res: &mut RunResources,
+) -> anyhow::Result<(usize, usize)> {
     let dir = &plan.data_dir;
     let host = res.netns(format!("{tag}-host"))?;
     let emu = res.netns(format!("{tag}-emu"))?;
     // Pantheon's `--uplink-log`/`--downlink-log` of mm-link: `<cc>_mm_datalink_run<N>.log`
     // (the sender is inside, so data is uplink) and `<cc>_mm_acklink_run<N>.log`.
     let path = &path.with_link_logs(
-        dir.join(format!("{}_mm_datalink_run{run_id}.log", scheme.name)),
-        dir.join(format!("{}_mm_acklink_run{run_id}.log", scheme.name)),
+        dir.join(format!("{scheme}_mm_datalink_run{run_id}.log")),
+        dir.join(format!("{scheme}_mm_acklink_run{run_id}.log")),
     );
     res.emulator = Some(
         Emulator::start(
@@ -409,100 +454,144 @@ fn drive_run(
         )
         .context("start the emulator")?,
     );
+    Ok((host, emu))
+}
 
-    // One tunnel pair per flow, each with its own two namespaces.
-    let mut flow_ns = Vec::new();
-    for flow in 1..=plan.flows {
-        let rx = res.netns(format!("{tag}-rx{flow}"))?;
-        let tx = res.netns(format!("{tag}-tx{flow}"))?;
-        let lp = |d: &str, k: &str| log_path(dir, &scheme.name, d, run_id, flow, k);
-        let server = tunnel::io::start(
-            EndpointConfig {
-                role: Role::Server,
-                flow,
-                sender_side: false,
-                ingress_log: Some(lp("datalink", "ingress")),
-                egress_log: Some(lp("acklink", "egress")),
-                log_format: LogFormat::Binary,
-                local_private: SERVER_PRIVATE,
-                peer_private: CLIENT_PRIVATE,
-                path_mtu: 1500,
-                udp_addr: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
-                bind_device: None,
-                // In-process peers cannot vanish; no KEEPALIVEs into the emulated path.
-                peer_timeout: None,
-            },
-            Some(&res.namespaces[host]),
-            &res.namespaces[rx],
-        )
-        .context("start tunnel server")?;
-        let port = server.local_udp.port();
-        res.endpoints.push(server);
-        let client = tunnel::io::start(
-            EndpointConfig {
-                role: Role::Client,
-                flow,
-                sender_side: true,
-                ingress_log: Some(lp("acklink", "ingress")),
-                egress_log: Some(lp("datalink", "egress")),
-                log_format: LogFormat::Binary,
-                local_private: CLIENT_PRIVATE,
-                peer_private: SERVER_PRIVATE,
-                path_mtu: 1500,
-                udp_addr: SocketAddrV4::new(OUTER_ADDR, port),
-                bind_device: None,
-                // In-process peers cannot vanish; no KEEPALIVEs into the emulated path.
-                peer_timeout: None,
-            },
-            Some(&res.namespaces[emu]),
-            &res.namespaces[tx],
-        )
-        .context("start tunnel client")?;
-        res.endpoints.push(client);
-        flow_ns.push((rx, tx));
+/// Where one flow's tunnel logs go: `<dir>/<scheme>_{datalink,acklink}_run<N>_flow<i>.
+/// {ingress,egress}` ([`log_path`]).
+struct TunnelLogs<'a> {
+    dir: &'a Path,
+    scheme: &'a str,
+    run_id: u32,
+    flow: u16,
+}
+
+impl TunnelLogs<'_> {
+    fn path(&self, direction: &str, kind: &str) -> Option<PathBuf> {
+        Some(log_path(
+            self.dir,
+            self.scheme,
+            direction,
+            self.run_id,
+            self.flow,
+            kind,
+        ))
     }
+}
+
+/// Step 1b: one flow's two namespaces and its tunnel pair (the server's outside in the host
+/// namespace, the client's in the emulator's, dialling across the path). The handshake is not
+/// awaited here ([`wait_for_tunnels`]).
+fn start_tunnel_pair(
+    logs: &TunnelLogs,
+    tag: &str,
+    res: &mut RunResources,
+    host: usize,
+    emu: usize,
+) -> anyhow::Result<FlowNamespaces> {
+    let flow = logs.flow;
+    let rx = res.netns(format!("{tag}-rx{flow}"))?;
+    let tx = res.netns(format!("{tag}-tx{flow}"))?;
+    let config = |role, sender_side, ingress_log, egress_log, (local, peer), udp_addr| {
+        EndpointConfig {
+            role,
+            flow,
+            sender_side,
+            ingress_log,
+            egress_log,
+            log_format: LogFormat::Binary,
+            local_private: local,
+            peer_private: peer,
+            path_mtu: 1500,
+            udp_addr,
+            bind_device: None,
+            // In-process peers cannot vanish; no KEEPALIVEs into the emulated path.
+            peer_timeout: None,
+        }
+    };
+    let server = tunnel::io::start(
+        config(
+            Role::Server,
+            false,
+            logs.path("datalink", "ingress"),
+            logs.path("acklink", "egress"),
+            (SERVER_PRIVATE, CLIENT_PRIVATE),
+            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+        ),
+        Some(&res.namespaces[host]),
+        &res.namespaces[rx],
+    )
+    .context("start tunnel server")?;
+    let port = server.local_udp.port();
+    res.endpoints.push(server);
+    let client = tunnel::io::start(
+        config(
+            Role::Client,
+            true,
+            logs.path("acklink", "ingress"),
+            logs.path("datalink", "egress"),
+            (CLIENT_PRIVATE, SERVER_PRIVATE),
+            SocketAddrV4::new(OUTER_ADDR, port),
+        ),
+        Some(&res.namespaces[emu]),
+        &res.namespaces[tx],
+    )
+    .context("start tunnel client")?;
+    res.endpoints.push(client);
+    Ok((rx, tx))
+}
+
+/// Waits up to 10 s for every tunnel's handshake; the error gives the endpoints' own.
+fn wait_for_tunnels(res: &RunResources) -> anyhow::Result<()> {
     let connected = tunnel::io::wait_until(Duration::from_secs(10), || {
         res.endpoints.iter().all(|e| e.control.is_connected())
     });
-    if !connected {
-        let why: Vec<String> = res
-            .endpoints
-            .iter()
-            .filter_map(|e| e.control.error())
-            .collect();
-        return Err(anyhow!(
-            "tunnel not established within 10 s{}",
-            if why.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", why.join("; "))
-            }
-        ));
+    if connected {
+        return Ok(());
     }
+    let why: Vec<String> = res
+        .endpoints
+        .iter()
+        .filter_map(|e| e.control.error())
+        .collect();
+    Err(anyhow!(
+        "tunnel not established within 10 s{}",
+        if why.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", why.join("; "))
+        }
+    ))
+}
 
-    if let Some(q) = &scheme.preferred_qdisc {
-        let senders: Vec<&NetNs> = flow_ns.iter().map(|&(_, tx)| &res.namespaces[tx]).collect();
-        record.notes.push(install_qdisc(q, &senders));
-    }
-
-    // First side of every flow.
+/// Steps 2–3: the side that runs first of every flow, `first_side_setup` for them, then the
+/// other sides `interval` apart; records "Start at" when the first second side starts, and
+/// returns that instant.
+fn start_scheme(
+    plan: &ExperimentPlan,
+    scheme: &Scheme,
+    run_id: u32,
+    flows: &[FlowNamespaces],
+    res: &mut RunResources,
+    record: &mut RunRecord,
+) -> anyhow::Result<Instant> {
     let (first, second) = match scheme.run_first {
         Side::Receiver => (Side::Receiver, Side::Sender),
         Side::Sender => (Side::Sender, Side::Receiver),
     };
-    let ns_of = |side: Side, (rx, tx): (usize, usize)| match side {
+    let ns_of = |side: Side, (rx, tx): FlowNamespaces| match side {
         Side::Receiver => (rx, SERVER_PRIVATE),
         Side::Sender => (tx, CLIENT_PRIVATE),
     };
     let port = 50_000;
     // Starts `side` of flow `i` (0-based) in its namespace; `ip` is the first side's address.
     let start_side = |res: &mut RunResources, side: Side, ip: &str, i: usize| {
-        let (ns, _) = ns_of(side, flow_ns[i]);
+        let (ns, _) = ns_of(side, flows[i]);
         let argv = scheme.argv(side, ip, port);
         let p = spawn(
             &res.namespaces[ns],
             &argv,
-            dir,
+            &plan.data_dir,
             &scheme.name,
             run_id,
             i + 1,
@@ -511,35 +600,29 @@ fn drive_run(
         res.processes.push(p);
         anyhow::Ok(())
     };
-    for i in 0..flow_ns.len() {
+    for i in 0..flows.len() {
         start_side(res, first, "", i)?;
     }
     sleep_checked(plan.first_side_setup, res)?;
-
-    // Second sides, `interval` apart.
     let start = Instant::now();
     record.start = Some(utc_now());
-    for (i, &pair) in flow_ns.iter().enumerate() {
+    for (i, &pair) in flows.iter().enumerate() {
         if i > 0 {
             sleep_checked(plan.interval, res)?;
         }
         let (_, first_ip) = ns_of(first, pair);
         start_side(res, second, &first_ip.to_string(), i)?;
     }
-    let runtime = plan.runtime;
-    while start.elapsed() < runtime {
-        check_processes(res)?;
-        progress(start.elapsed().as_secs_f64() / runtime.as_secs_f64());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    record.end = Some(utc_now());
-    progress(1.0);
+    Ok(start)
+}
 
-    // Drain: nothing new enters; what is in the path may still leave and be logged.
+/// Step 4: nothing new enters the tunnels; what is in the path may still leave and be logged,
+/// for up to `drain_timeout`. Packets still held then are noted (they count as lost).
+fn drain(plan: &ExperimentPlan, res: &RunResources, record: &mut RunRecord) {
     for e in &res.endpoints {
         e.control.stop_admitting();
     }
-    let emulator = res.emulator.as_ref().expect("started above");
+    let emulator = res.emulator.as_ref().expect("started first");
     let drained = tunnel::io::wait_until(plan.drain_timeout, || emulator.held() == 0);
     std::thread::sleep(Duration::from_millis(50));
     if !drained {
@@ -549,7 +632,6 @@ fn drive_run(
             plan.drain_timeout.as_secs_f64()
         ));
     }
-    Ok(())
 }
 
 /// Installs qdisc `q` (a scheme's `preferred_qdisc`, e.g. `fq` for BBR's pacing) on the

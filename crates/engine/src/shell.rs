@@ -268,6 +268,33 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
         }
     };
 
+    let mut child = spawn_inside(&chain, outer_addr, &inner)?;
+    let code = wait_for_command(&mut child, &emulator)?;
+    let_the_path_drain(&emulator);
+    emulator.stop();
+    for e in emulator.errors() {
+        eprintln!("pantheon shell: {e}");
+    }
+    drop(emulator);
+    // Whatever the command left running in the namespace goes with it.
+    for pid in inner.pids() {
+        // SAFETY: plain syscall; the pid is inside the namespace we created.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    drop(inner);
+    Ok(code)
+}
+
+/// Starts the chain's command (or `$SHELL`) inside `inner`, as the innermost Mahimahi shell
+/// does: `$MAHIMAHI_BASE` in its words replaced by the address it has inside, `MAHIMAHI_BASE`
+/// and `MAHIMAHI_SHELL_PREFIX` in its environment.
+fn spawn_inside(
+    chain: &emucal::mm::Chain,
+    outer_addr: Ipv4Addr,
+    inner: &NetNs,
+) -> anyhow::Result<std::process::Child> {
     let prefix: String = chain.shells.iter().map(|s| s.prefix()).collect();
     let base = std::env::var("MAHIMAHI_BASE").unwrap_or_else(|_| outer_addr.to_string());
     let words: Vec<String> = chain
@@ -287,22 +314,26 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
     } else {
         chain.command.join(" ")
     };
-    let mut child = command
+    command
         .spawn()
-        .with_context(|| format!("start `{shown}` inside the emulated path"))?;
+        .with_context(|| format!("start `{shown}` inside the emulated path"))
+}
 
+/// Waits for the command to end and returns its exit code; ends it when the emulator's `--once`
+/// traces are over (code 0, as Mahimahi), and passes a SIGINT/SIGTERM sent to us on to it.
+fn wait_for_command(child: &mut std::process::Child, emulator: &Emulator) -> anyhow::Result<i32> {
     // Ctrl-C reaches the command through the terminal; a signal sent to us alone is passed on.
     let _ = ctrlc::set_handler(|| {
         INTERRUPTED.store(true, Ordering::SeqCst);
     });
     let mut forwarded = false;
-    let code = loop {
+    Ok(loop {
         if let Some(status) = child.try_wait().context("wait for the command")? {
             break status_code(status);
         }
         if emulator.finished() {
             // `--once`: the traces are over; Mahimahi ends the command and exits 0.
-            end_child(&mut child);
+            end_child(child);
             break 0;
         }
         if INTERRUPTED.load(Ordering::SeqCst) && !forwarded {
@@ -313,7 +344,12 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
             forwarded = true;
         }
         std::thread::sleep(Duration::from_millis(5));
-    };
+    })
+}
+
+/// Lets what the command sent last (its FINs, the peer's answers) cross the path before the
+/// emulator goes.
+fn let_the_path_drain(emulator: &Emulator) {
     // Let what the command sent last (its FINs, the peer's answers) cross the path before it
     // goes: until the path has been empty for 100 ms, at most 2 s. Mahimahi drops them, which
     // leaves a server outside waiting for a connection that is gone.
@@ -329,20 +365,6 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    emulator.stop();
-    for e in emulator.errors() {
-        eprintln!("pantheon shell: {e}");
-    }
-    drop(emulator);
-    // Whatever the command left running in the namespace goes with it.
-    for pid in inner.pids() {
-        // SAFETY: plain syscall; the pid is inside the namespace we created.
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGKILL);
-        }
-    }
-    drop(inner);
-    Ok(code)
 }
 
 /// Runs the chain with Mahimahi's own binaries ([`emucal::mm::mahimahi_argv`]) and returns

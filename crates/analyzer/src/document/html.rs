@@ -68,6 +68,34 @@ pub fn html(r: &Report) -> String {
     }
     let _ = writeln!(w, "</section>");
 
+    means_table(w, r);
+
+    let img = |png: &Option<Vec<u8>>, alt: &str| match png {
+        Some(bytes) => format!(
+            "<img alt=\"{alt}\" src=\"data:image/png;base64,{}\">",
+            base64::engine::general_purpose::STANDARD.encode(bytes)
+        ),
+        None => "<p>Figure is missing.</p>".to_owned(),
+    };
+    for run in &r.runs {
+        let label = escape(&run.label);
+        let _ = writeln!(
+            w,
+            "<section><h2>Run {}: Statistics of {label}</h2><pre>{}</pre>\n\
+             <h3>Run {}: Report of {label} — Data Link</h3>{}\n{}</section>",
+            run.run_id,
+            escape(&run.stats),
+            run.run_id,
+            img(&run.throughput_png, "throughput over time"),
+            img(&run.delay_png, "one-way delay over time")
+        );
+    }
+    let _ = writeln!(w, "</body></html>");
+    h
+}
+
+/// The table of per-flow means over valid runs, one column per flow and metric.
+fn means_table(w: &mut String, r: &Report) {
     let k = r.table_flows();
     let _ = writeln!(w, "<section><h2>Means over valid runs</h2><table>");
     let flow_heads = |what: &str| {
@@ -107,29 +135,6 @@ pub fn html(r: &Report) -> String {
         );
     }
     let _ = writeln!(w, "</table></section>");
-
-    let img = |png: &Option<Vec<u8>>, alt: &str| match png {
-        Some(bytes) => format!(
-            "<img alt=\"{alt}\" src=\"data:image/png;base64,{}\">",
-            base64::engine::general_purpose::STANDARD.encode(bytes)
-        ),
-        None => "<p>Figure is missing.</p>".to_owned(),
-    };
-    for run in &r.runs {
-        let label = escape(&run.label);
-        let _ = writeln!(
-            w,
-            "<section><h2>Run {}: Statistics of {label}</h2><pre>{}</pre>\n\
-             <h3>Run {}: Report of {label} — Data Link</h3>{}\n{}</section>",
-            run.run_id,
-            escape(&run.stats),
-            run.run_id,
-            img(&run.throughput_png, "throughput over time"),
-            img(&run.delay_png, "one-way delay over time")
-        );
-    }
-    let _ = writeln!(w, "</body></html>");
-    h
 }
 
 #[cfg(test)]

@@ -101,30 +101,10 @@ fn parse_range<T: std::str::FromStr>(s: &str) -> Result<(T, T), String> {
 }
 
 pub(crate) fn exec(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
-    use emucal::mm::Delivery;
-    use engine::calibrate::{self, CalibrateOptions};
+    use engine::calibrate;
     let registry = Registry::load(a.schemes_dir.as_deref())?;
     let target = calibrate::load_target(&a.target, &registry)?;
-    let sys = SystemInfo::probe();
-    let schemes: Vec<String> = match &a.schemes {
-        Some(s) => s.split_whitespace().map(str::to_owned).collect(),
-        None => target
-            .schemes
-            .keys()
-            .filter(|k| {
-                registry
-                    .get(k)
-                    .is_ok_and(|s| s.unavailable_reason(&sys).is_none())
-            })
-            .cloned()
-            .collect(),
-    };
-    if schemes.is_empty() {
-        anyhow::bail!(
-            "none of the target's schemes ({}) can run here: see `pantheon schemes list`",
-            target.scheme_names()
-        );
-    }
+    let schemes = a.schemes(&target, &registry)?;
     if a.jobs == 0 || a.max_evals == 0 || a.run_times == 0 {
         anyhow::bail!("--jobs, --max-evals and --run-times must be at least 1");
     }
@@ -132,29 +112,7 @@ pub(crate) fn exec(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     if unsafe { libc::geteuid() } != 0 {
         anyhow::bail!("`pantheon calibrate` needs root (network namespaces and TUN devices)");
     }
-    let opts = CalibrateOptions {
-        schemes,
-        runtime: secs(a.runtime, "--runtime")?,
-        run_times: a.run_times,
-        jobs: a.jobs,
-        max_evals: a.max_evals,
-        initial_evals: a.initial_evals,
-        confirm: a.confirm,
-        deliveries: match a.delivery {
-            DeliveryArg::Both => vec![Delivery::Trace, Delivery::Poisson],
-            DeliveryArg::Constant => vec![Delivery::Trace],
-            DeliveryArg::Poisson => vec![Delivery::Poisson],
-        },
-        rate_mbps: a.rate_mbps,
-        delay_ms: a.delay_ms,
-        queue_packets: a.queue_packets,
-        loss: a.loss,
-        out_dir: a.out.clone(),
-        seed: a.seed,
-        keep_runs: a.keep_runs,
-        schemes_dir: a.schemes_dir.clone(),
-        netns_prefix: format!("pt-{}", std::process::id()),
-    };
+    let opts = a.options(schemes)?;
     install_interrupt_handler()?;
     eprintln!(
         "Calibrating to {} with {} ({} × {} s per candidate), {} evaluations per delivery \
@@ -180,7 +138,76 @@ pub(crate) fn exec(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     };
     let outcome = calibrate::calibrate(&target, &opts, &registry, &evaluator, &bar);
     bar.0.finish_and_clear();
-    let o = outcome?;
+    print_outcome(&outcome?, &opts);
+    Ok(if INTERRUPTED.load(Ordering::SeqCst) {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+impl CalibrateArgs {
+    /// `--schemes`, or the target's schemes that can run here; errors if none can.
+    fn schemes(
+        &self,
+        target: &engine::calibrate::Target,
+        registry: &Registry,
+    ) -> anyhow::Result<Vec<String>> {
+        let sys = SystemInfo::probe();
+        let schemes: Vec<String> = match &self.schemes {
+            Some(s) => s.split_whitespace().map(str::to_owned).collect(),
+            None => target
+                .schemes
+                .keys()
+                .filter(|k| {
+                    registry
+                        .get(k)
+                        .is_ok_and(|s| s.unavailable_reason(&sys).is_none())
+                })
+                .cloned()
+                .collect(),
+        };
+        if schemes.is_empty() {
+            anyhow::bail!(
+                "none of the target's schemes ({}) can run here: see `pantheon schemes list`",
+                target.scheme_names()
+            );
+        }
+        Ok(schemes)
+    }
+
+    /// The flags as the engine's options (seconds as a duration, `--delivery` as the list of
+    /// processes to search); errors on a runtime that is not a positive number.
+    fn options(&self, schemes: Vec<String>) -> anyhow::Result<engine::calibrate::CalibrateOptions> {
+        use emucal::mm::Delivery;
+        Ok(engine::calibrate::CalibrateOptions {
+            schemes,
+            runtime: secs(self.runtime, "--runtime")?,
+            run_times: self.run_times,
+            jobs: self.jobs,
+            max_evals: self.max_evals,
+            initial_evals: self.initial_evals,
+            confirm: self.confirm,
+            deliveries: match self.delivery {
+                DeliveryArg::Both => vec![Delivery::Trace, Delivery::Poisson],
+                DeliveryArg::Constant => vec![Delivery::Trace],
+                DeliveryArg::Poisson => vec![Delivery::Poisson],
+            },
+            rate_mbps: self.rate_mbps,
+            delay_ms: self.delay_ms,
+            queue_packets: self.queue_packets,
+            loss: self.loss,
+            out_dir: self.out.clone(),
+            seed: self.seed,
+            keep_runs: self.keep_runs,
+            schemes_dir: self.schemes_dir.clone(),
+            netns_prefix: format!("pt-{}", std::process::id()),
+        })
+    }
+}
+
+/// The best emulator, its error, the leave-one-out check and how to use it.
+fn print_outcome(o: &engine::calibrate::Outcome, opts: &engine::calibrate::CalibrateOptions) {
     println!(
         "Best emulator: {}\nreplication error {:.1} % (throughput {:.1} %, delay {:.1} %; mean of \
          {} measurement(s)), {} evaluations\n{}",
@@ -203,11 +230,6 @@ pub(crate) fn exec(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
         "Use it: pantheon run local --emulator {}",
         opts.out_dir.join("emulator.json").display()
     );
-    Ok(if INTERRUPTED.load(Ordering::SeqCst) {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 /// `pantheon calibrate`'s progress bar: evaluations done, best error so far.

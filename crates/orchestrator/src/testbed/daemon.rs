@@ -354,21 +354,13 @@ impl Daemon {
         let plan = ExperimentPlan {
             schemes: e.schemes.clone(),
             run_times: e.run_times,
-            start_run_id: 1,
             runtime: Duration::from_secs_f64(e.runtime_s),
             flows: e.flows,
             interval: Duration::from_secs_f64(e.interval_s),
-            first_side_setup: Duration::from_secs(1),
             drain_timeout: Duration::ZERO,
-            random_order: false,
             data_dir: dir.to_owned(),
             seed: 0,
-            uplink_trace: PathBuf::new(),
-            downlink_trace: PathBuf::new(),
-            prepend_mm_cmds: String::new(),
-            append_mm_cmds: String::new(),
-            extra_mm_link_args: String::new(),
-            schemes_dir: None,
+            ..ExperimentPlan::default()
         };
         plan.check(&self.registry)?;
         let opts = RemoteOptions {
