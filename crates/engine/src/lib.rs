@@ -16,6 +16,8 @@
 //!   `pantheon_metadata.json`.
 //! - [`runner`]: one run of one scheme through the tunnel and the emulator, with cleanup on
 //!   every exit path.
+//! - [`sequence`]: the order of a run's steps (first sides, setup, second sides, runtime), one
+//!   for local and remote runs.
 //! - [`shell`]: `pantheon shell`, a command inside an emulated path given as Mahimahi shells.
 //! - [`analyze`]: a results directory → Pantheon's stats logs, `pantheon_perf.json`, summary
 //!   table and plots.
@@ -31,5 +33,6 @@ pub mod compare;
 pub mod plan;
 pub mod runner;
 pub mod schemes;
+pub mod sequence;
 pub mod setup;
 pub mod shell;

@@ -33,8 +33,9 @@ use serde::{Deserialize, Serialize};
 use tunnel::io::{EndpointConfig, RunningEndpoint};
 use tunnel::log::{LogFormat, Role};
 
-use crate::plan::{utc_now, ExperimentPlan};
+use crate::plan::ExperimentPlan;
 use crate::schemes::{Scheme, Side};
+use crate::sequence::{run_sequence, Sides, SCHEME_PORT};
 
 /// Set by the Ctrl-C / SIGTERM handler: the runner finishes the current run's cleanup and stops.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -301,17 +302,20 @@ pub fn loopback_run(
     let result = (|| {
         let ns = res.netns(format!("{tag}-lo"))?;
         res.namespaces[ns].ip(&["link", "set", "lo", "up"])?;
-        let port = 50_000;
-        let (first, second) = match scheme.run_first {
-            Side::Receiver => (Side::Receiver, Side::Sender),
-            Side::Sender => (Side::Sender, Side::Receiver),
+        let plan = ExperimentPlan {
+            runtime: duration,
+            first_side_setup,
+            ..ExperimentPlan::default()
         };
-        for (side, wait) in [(first, first_side_setup), (second, duration)] {
-            let argv = scheme.argv(side, "127.0.0.1", port);
-            let p = spawn(&res.namespaces[ns], &argv, dir, &scheme.name, 0, 1, side)?;
-            res.processes.push(p);
-            sleep_checked(wait, &mut res)?;
-        }
+        let mut sides = LocalSides {
+            res: &mut res,
+            flows: &[],
+            scheme,
+            dir,
+            run_id: 0,
+        };
+        let mut record = RunRecord::new(&scheme.name, 0);
+        run_sequence(&plan, scheme, &mut sides, &mut record, &|_| {})?;
         let out = std::process::Command::new("ip")
             .args([
                 "-n",
@@ -413,15 +417,14 @@ fn drive_run(
         let senders: Vec<&NetNs> = flows.iter().map(|&(_, tx)| &res.namespaces[tx]).collect();
         record.notes.push(install_qdisc(q, &senders));
     }
-    // The runtime counts from the first second side's start, as Pantheon's.
-    let start = start_scheme(plan, scheme, run_id, &flows, res, record)?;
-    while start.elapsed() < plan.runtime {
-        check_processes(res)?;
-        progress(start.elapsed().as_secs_f64() / plan.runtime.as_secs_f64());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    record.end = Some(utc_now());
-    progress(1.0);
+    let mut sides = LocalSides {
+        res,
+        flows: &flows,
+        scheme,
+        dir: &plan.data_dir,
+        run_id,
+    };
+    run_sequence(plan, scheme, &mut sides, record, progress)?;
     drain(plan, res, record);
     Ok(())
 }
@@ -564,56 +567,63 @@ fn wait_for_tunnels(res: &RunResources) -> anyhow::Result<()> {
     ))
 }
 
-/// Steps 2–3: the side that runs first of every flow, `first_side_setup` for them, then the
-/// other sides `interval` apart; records "Start at" when the first second side starts, and
-/// returns that instant.
-fn start_scheme(
-    plan: &ExperimentPlan,
-    scheme: &Scheme,
+/// The sides of a local run: processes in the flows' namespaces on this machine.
+struct LocalSides<'a> {
+    res: &'a mut RunResources,
+    /// Each flow's namespaces; empty for a loopback run (one namespace, [`LOOPBACK`]).
+    flows: &'a [FlowNamespaces],
+    scheme: &'a Scheme,
+    dir: &'a Path,
     run_id: u32,
-    flows: &[FlowNamespaces],
-    res: &mut RunResources,
-    record: &mut RunRecord,
-) -> anyhow::Result<Instant> {
-    let (first, second) = match scheme.run_first {
-        Side::Receiver => (Side::Receiver, Side::Sender),
-        Side::Sender => (Side::Sender, Side::Receiver),
-    };
-    let ns_of = |side: Side, (rx, tx): FlowNamespaces| match side {
-        Side::Receiver => (rx, SERVER_PRIVATE),
-        Side::Sender => (tx, CLIENT_PRIVATE),
-    };
-    let port = 50_000;
-    // Starts `side` of flow `i` (0-based) in its namespace; `ip` is the first side's address.
-    let start_side = |res: &mut RunResources, side: Side, ip: &str, i: usize| {
-        let (ns, _) = ns_of(side, flows[i]);
-        let argv = scheme.argv(side, ip, port);
+}
+
+/// A loopback run's sides share the run's only namespace and reach each other on 127.0.0.1.
+const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
+
+impl Sides for LocalSides<'_> {
+    fn check(&mut self) -> anyhow::Result<()> {
+        check_processes(self.res)
+    }
+
+    fn start(
+        &mut self,
+        side: Side,
+        flow: u16,
+        peer: Option<String>,
+    ) -> anyhow::Result<Vec<String>> {
+        let ns = match (self.flows.get(usize::from(flow) - 1), side) {
+            (Some(&(rx, _)), Side::Receiver) => rx,
+            (Some(&(_, tx)), Side::Sender) => tx,
+            (None, _) => 0,
+        };
+        let argv = self
+            .scheme
+            .argv(side, peer.as_deref().unwrap_or(""), SCHEME_PORT);
         let p = spawn(
-            &res.namespaces[ns],
+            &self.res.namespaces[ns],
             &argv,
-            &plan.data_dir,
-            &scheme.name,
-            run_id,
-            i + 1,
+            self.dir,
+            &self.scheme.name,
+            self.run_id,
+            usize::from(flow),
             side,
         )?;
-        res.processes.push(p);
-        anyhow::Ok(())
-    };
-    for i in 0..flows.len() {
-        start_side(res, first, "", i)?;
+        self.res.processes.push(p);
+        Ok(Vec::new())
     }
-    sleep_checked(plan.first_side_setup, res)?;
-    let start = Instant::now();
-    record.start = Some(utc_now());
-    for (i, &pair) in flows.iter().enumerate() {
-        if i > 0 {
-            sleep_checked(plan.interval, res)?;
+
+    fn address(&self, side: Side, _flow: u16) -> String {
+        match (self.flows.is_empty(), side) {
+            (true, _) => LOOPBACK,
+            (false, Side::Receiver) => SERVER_PRIVATE,
+            (false, Side::Sender) => CLIENT_PRIVATE,
         }
-        let (_, first_ip) = ns_of(first, pair);
-        start_side(res, second, &first_ip.to_string(), i)?;
+        .to_string()
     }
-    Ok(start)
+
+    fn poll(&self) -> Duration {
+        Duration::from_millis(50)
+    }
 }
 
 /// Step 4: nothing new enters the tunnels; what is in the path may still leave and be logged,
@@ -703,17 +713,6 @@ fn check_processes(res: &mut RunResources) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-fn sleep_checked(d: Duration, res: &mut RunResources) -> anyhow::Result<()> {
-    let end = Instant::now() + d;
-    while Instant::now() < end {
-        check_processes(res)?;
-        std::thread::sleep(
-            Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())),
-        );
-    }
-    check_processes(res)
 }
 
 #[cfg(test)]

@@ -127,6 +127,14 @@ pub struct Scheme {
 }
 
 impl Scheme {
+    /// Its two sides in the order they start: `run_first`, then the other.
+    pub fn start_order(&self) -> [Side; 2] {
+        match self.run_first {
+            Side::Receiver => [Side::Receiver, Side::Sender],
+            Side::Sender => [Side::Sender, Side::Receiver],
+        }
+    }
+
     /// The argv of `side`, with `{port}`, `{ip}` and `{tools}` ([`tools_dir`], where setup
     /// steps leave files) filled in and the program resolved by [`find_program`] (left as
     /// written when it is not found: spawning then names it).

@@ -31,10 +31,10 @@ use anyhow::{anyhow, bail, Context};
 use crate::agent::client::AgentClient;
 use crate::agent::proto;
 use crate::clock::{self, Correction, Measurement};
-use engine::plan::utc_now;
 use engine::plan::ExperimentPlan;
 use engine::runner::{RunRecord, INTERRUPTED};
 use engine::schemes::{Scheme, Side};
+use engine::sequence::{run_sequence, Sides, SCHEME_PORT};
 
 /// Which node: Pantheon's `local` or `remote` (the type the results' metadata records).
 pub use analyzer::results::Node;
@@ -83,9 +83,6 @@ impl Nodes<'_> {
         }
     }
 }
-
-/// The port schemes use inside the tunnel (as local runs).
-const SCHEME_PORT: u32 = 50_000;
 
 /// Runs one scheme once between the two nodes. Never panics on scheme or node failure;
 /// returns the record (written into `plan.data_dir` by the caller).
@@ -272,41 +269,16 @@ fn drive_remote(
         )?;
         private.push((s.private_address, c.private_address));
     }
-    let status = |n: Node| nodes.get(n).run_status(tag);
-    let check = || -> anyhow::Result<()> {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            bail!("interrupted");
-        }
-        for n in [Node::Local, Node::Remote] {
-            let s = status(n).with_context(|| format!("{} node", n.name()))?;
-            if let Some(f) = s.failures.first() {
-                bail!("{} node: {f}", n.name());
-            }
-        }
-        Ok(())
-    };
-    let sleep_checked = |d: Duration| -> anyhow::Result<()> {
-        let end = Instant::now() + d;
-        loop {
-            check()?;
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(());
-            }
-            std::thread::sleep(left.min(Duration::from_millis(250)));
-        }
+    let mut sides = RemoteSides {
+        nodes,
+        opts,
+        scheme,
+        run_id,
+        tag,
+        private,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        check()?;
-        let connected = |n: Node| -> anyhow::Result<bool> {
-            Ok(status(n)
-                .with_context(|| format!("{} node", n.name()))?
-                .tunnels_connected)
-        };
-        if connected(Node::Local)? && connected(Node::Remote)? {
-            break;
-        }
+    while !sides.tunnels_connected()? {
         if Instant::now() > deadline {
             bail!(
                 "tunnel not established within 10 s (the {} node dials {server_addr}: is it \
@@ -316,61 +288,95 @@ fn drive_remote(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    run_sequence(plan, scheme, &mut sides, record, progress)
+}
 
-    let (first, second) = match scheme.run_first {
-        Side::Receiver => (Side::Receiver, Side::Sender),
-        Side::Sender => (Side::Sender, Side::Receiver),
-    };
-    let node_of = |side: Side| match side {
-        Side::Sender => opts.sender,
-        Side::Receiver => opts.sender.other(),
-    };
-    // The tunnel address of `side` in flow i: the server's or the client's end.
-    let address_of = |side: Side, i: usize| {
-        if node_of(side) == server {
-            private[i].0.clone()
-        } else {
-            private[i].1.clone()
+/// The sides of a remote run: each on the node `--sender` puts it on, through its agent.
+struct RemoteSides<'a> {
+    nodes: &'a Nodes<'a>,
+    opts: &'a RemoteOptions,
+    scheme: &'a Scheme,
+    run_id: u32,
+    /// The run's name on the agents.
+    tag: &'a str,
+    /// Per flow: (the tunnel server's address inside the tunnel, the client's).
+    private: Vec<(String, String)>,
+}
+
+impl RemoteSides<'_> {
+    fn node_of(&self, side: Side) -> Node {
+        match side {
+            Side::Sender => self.opts.sender,
+            Side::Receiver => self.opts.sender.other(),
         }
-    };
-    // Starts `side` of flow i on its node; the notes it returns go into the record.
-    let start_side = |side: Side, i: usize, peer: String| -> anyhow::Result<Vec<String>> {
-        let r = nodes.get(node_of(side)).start_side(proto::SideRequest {
-            run: run_ref(),
-            flow: i as u32 + 1,
-            scheme: scheme.name.clone(),
-            side: match side {
-                Side::Sender => proto::Side::Sender,
-                Side::Receiver => proto::Side::Receiver,
-            } as i32,
-            peer_address: peer,
-            port: SCHEME_PORT,
-            run_id,
-        })?;
+    }
+
+    fn status(&self, n: Node) -> anyhow::Result<proto::RunStatusReply> {
+        self.nodes
+            .get(n)
+            .run_status(self.tag)
+            .with_context(|| format!("{} node", n.name()))
+    }
+
+    /// Whether both nodes' tunnels are up (after [`Sides::check`]).
+    fn tunnels_connected(&mut self) -> anyhow::Result<bool> {
+        self.check()?;
+        Ok(self.status(Node::Local)?.tunnels_connected
+            && self.status(Node::Remote)?.tunnels_connected)
+    }
+}
+
+impl Sides for RemoteSides<'_> {
+    fn check(&mut self) -> anyhow::Result<()> {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            bail!("interrupted");
+        }
+        for n in [Node::Local, Node::Remote] {
+            if let Some(f) = self.status(n)?.failures.first() {
+                bail!("{} node: {f}", n.name());
+            }
+        }
+        Ok(())
+    }
+
+    fn start(
+        &mut self,
+        side: Side,
+        flow: u16,
+        peer: Option<String>,
+    ) -> anyhow::Result<Vec<String>> {
+        let r = self
+            .nodes
+            .get(self.node_of(side))
+            .start_side(proto::SideRequest {
+                run: Some(proto::RunRef {
+                    run: self.tag.to_owned(),
+                }),
+                flow: u32::from(flow),
+                scheme: self.scheme.name.clone(),
+                side: match side {
+                    Side::Sender => proto::Side::Sender,
+                    Side::Receiver => proto::Side::Receiver,
+                } as i32,
+                peer_address: peer.unwrap_or_default(),
+                port: u32::from(SCHEME_PORT),
+                run_id: self.run_id,
+            })?;
         Ok(r.notes)
-    };
-    for i in 0..usize::from(plan.flows) {
-        record.notes.extend(start_side(first, i, String::new())?);
     }
-    sleep_checked(plan.first_side_setup)?;
-    let start = Instant::now();
-    record.start = Some(utc_now());
-    for i in 0..usize::from(plan.flows) {
-        if i > 0 {
-            sleep_checked(plan.interval)?;
+
+    fn address(&self, side: Side, flow: u16) -> String {
+        let (server, client) = &self.private[usize::from(flow) - 1];
+        if self.node_of(side) == self.opts.tunnel_server {
+            server.clone()
+        } else {
+            client.clone()
         }
-        record
-            .notes
-            .extend(start_side(second, i, address_of(first, i))?);
     }
-    while start.elapsed() < plan.runtime {
-        check()?;
-        progress(start.elapsed().as_secs_f64() / plan.runtime.as_secs_f64());
-        std::thread::sleep(Duration::from_millis(250));
+
+    fn poll(&self) -> Duration {
+        Duration::from_millis(250)
     }
-    record.end = Some(utc_now());
-    progress(1.0);
-    Ok(())
 }
 
 /// Checks that the plan can run remotely with these options, before anything starts.
