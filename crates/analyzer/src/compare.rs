@@ -17,18 +17,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-pub use crate::stats::{mean, mean_if_any, median, std_dev};
-
-/// One scheme's per-run totals in one experiment.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SchemeRuns {
-    /// Average throughput of each run, Mbit/s.
-    pub tput_mbps: Vec<f64>,
-    /// 95th-percentile one-way delay of each run, ms.
-    pub delay_ms: Vec<f64>,
-    /// Loss rate of each run, percent.
-    pub loss_pct: Vec<f64>,
-}
+pub use crate::stats::{
+    mean, mean_if_any, median, replication_error, std_dev, ReplicationError, SchemeRuns,
+};
 
 /// One row of the comparison table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,19 +38,6 @@ pub struct Row {
     pub std_dev: (Option<f64>, Option<f64>),
     /// Welch's t-test, two-sided p-value; `None` when it cannot be computed.
     pub p_value: Option<f64>,
-}
-
-/// The replication error of B as an emulation of A, percent.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct ReplicationError {
-    /// Mean over schemes of |median tput B − median tput A| ÷ median tput A, percent.
-    pub throughput_pct: f64,
-    /// The same for the median p95 delay, percent.
-    pub delay_pct: f64,
-    /// The two averaged, percent.
-    pub overall_pct: f64,
-    /// Schemes it is computed over.
-    pub schemes: usize,
 }
 
 /// The whole comparison.
@@ -126,38 +104,6 @@ pub fn compare(a: &BTreeMap<String, SchemeRuns>, b: &BTreeMap<String, SchemeRuns
         only_in_b: only(b, a),
         test: "Welch's t-test (two-sided)",
     }
-}
-
-/// The replication error of `b` as an emulation of `a` over the schemes both have with a
-/// median in each (and a non-zero one in `a`); `None` when there is no such scheme.
-pub fn replication_error(
-    a: &BTreeMap<String, SchemeRuns>,
-    b: &BTreeMap<String, SchemeRuns>,
-) -> Option<ReplicationError> {
-    let rel = |real: &[f64], emu: &[f64]| match (median(real), median(emu)) {
-        (Some(r), Some(e)) if r != 0.0 => Some((e - r).abs() / r),
-        _ => None,
-    };
-    let (mut tput_err, mut delay_err) = (Vec::new(), Vec::new());
-    for (scheme, ra) in a {
-        let Some(rb) = b.get(scheme) else { continue };
-        if let (Some(t), Some(d)) = (
-            rel(&ra.tput_mbps, &rb.tput_mbps),
-            rel(&ra.delay_ms, &rb.delay_ms),
-        ) {
-            tput_err.push(t);
-            delay_err.push(d);
-        }
-    }
-    (!tput_err.is_empty()).then(|| {
-        let (t, d) = (mean(&tput_err) * 100.0, mean(&delay_err) * 100.0);
-        ReplicationError {
-            throughput_pct: t,
-            delay_pct: d,
-            overall_pct: (t + d) / 2.0,
-            schemes: tput_err.len(),
-        }
-    })
 }
 
 /// The comparison as an aligned text table, then the replication error.

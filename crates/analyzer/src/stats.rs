@@ -1,5 +1,7 @@
-//! Summary statistics of per-run figures (no Polars: the calibration model in `emucal` uses
-//! them too).
+//! Summary statistics of per-run figures, and the replication error of one experiment as an
+//! emulation of another (no Polars: the calibration in `emucal` uses them too).
+
+use std::collections::BTreeMap;
 
 pub use tunnel::log::percentile_nearest as percentile;
 
@@ -33,5 +35,61 @@ pub fn median(x: &[f64]) -> Option<f64> {
         v[n / 2]
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// One scheme's per-run totals in one experiment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SchemeRuns {
+    /// Average throughput of each run, Mbit/s.
+    pub tput_mbps: Vec<f64>,
+    /// 95th-percentile one-way delay of each run, ms.
+    pub delay_ms: Vec<f64>,
+    /// Loss rate of each run, percent.
+    pub loss_pct: Vec<f64>,
+}
+
+/// The replication error of B as an emulation of A, percent.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct ReplicationError {
+    /// Mean over schemes of |median tput B − median tput A| ÷ median tput A, percent.
+    pub throughput_pct: f64,
+    /// The same for the median p95 delay, percent.
+    pub delay_pct: f64,
+    /// The two averaged, percent.
+    pub overall_pct: f64,
+    /// Schemes it is computed over.
+    pub schemes: usize,
+}
+
+/// The replication error of `b` as an emulation of `a` over the schemes both have with a
+/// median in each (and a non-zero one in `a`); `None` when there is no such scheme.
+pub fn replication_error(
+    a: &BTreeMap<String, SchemeRuns>,
+    b: &BTreeMap<String, SchemeRuns>,
+) -> Option<ReplicationError> {
+    let rel = |real: &[f64], emu: &[f64]| match (median(real), median(emu)) {
+        (Some(r), Some(e)) if r != 0.0 => Some((e - r).abs() / r),
+        _ => None,
+    };
+    let (mut tput_err, mut delay_err) = (Vec::new(), Vec::new());
+    for (scheme, ra) in a {
+        let Some(rb) = b.get(scheme) else { continue };
+        if let (Some(t), Some(d)) = (
+            rel(&ra.tput_mbps, &rb.tput_mbps),
+            rel(&ra.delay_ms, &rb.delay_ms),
+        ) {
+            tput_err.push(t);
+            delay_err.push(d);
+        }
+    }
+    (!tput_err.is_empty()).then(|| {
+        let (t, d) = (mean(&tput_err) * 100.0, mean(&delay_err) * 100.0);
+        ReplicationError {
+            throughput_pct: t,
+            delay_pct: d,
+            overall_pct: (t + d) / 2.0,
+            schemes: tput_err.len(),
+        }
     })
 }

@@ -20,6 +20,8 @@
 //! - [`runtime`]: TUN devices + ferry threads.
 //! - [`calibrate`]: the paper's five-parameter emulator and the Bayesian search that fits it to
 //!   a real path.
+//! - [`fit`]: the search driven to its end with candidates measured by an [`fit::Evaluator`]:
+//!   the best emulator, its replication error, a leave-one-out check.
 //!
 //! ```
 //! use pantheon_emucal::{queue::QueueSpec, stage::{AnyStage, LinkStage, Pipeline, MS}, trace::Trace};
@@ -34,6 +36,7 @@
 //! ```
 
 pub mod calibrate;
+pub mod fit;
 pub mod linklog;
 pub mod mm;
 pub mod presets;

@@ -27,9 +27,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use analyzer::compare::{median, replication_error, SchemeRuns};
+use analyzer::stats::{median, SchemeRuns};
 use anyhow::{bail, Context};
-use emucal::calibrate::{delivery_str, Bounds, Candidate, Evaluation, Observations, Search};
+use emucal::calibrate::{delivery_str, Bounds, Candidate, Evaluation, Observations};
+use emucal::fit::{best_single, fit, outcome, FitHooks, FitPlan};
+/// The fit's parts that the calibration's callers see.
+pub use emucal::fit::{Evaluator, LeaveOneOut, Outcome};
 use emucal::mm::Delivery;
 use serde_json::json;
 
@@ -235,39 +238,6 @@ pub struct CalibrateOptions {
     pub netns_prefix: String,
 }
 
-/// The result of a calibration.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Outcome {
-    /// The best emulator.
-    pub best: Candidate,
-    /// Its replication error, percent: the mean over its measurements.
-    pub error_pct: f64,
-    /// The mean throughput and delay parts, percent.
-    pub tput_error_pct: f64,
-    /// The delay part, percent.
-    pub delay_error_pct: f64,
-    /// Measurements of the best emulator.
-    pub measurements: usize,
-    /// Evaluations in the log (resumed ones included).
-    pub evaluations: usize,
-    /// Bounds searched.
-    pub bounds: Bounds,
-    /// Leave-one-out check per scheme: the best emulator of the other schemes' error, and that
-    /// emulator's errors on this one (throughput, delay), percent.
-    pub leave_one_out: BTreeMap<String, LeaveOneOut>,
-}
-
-/// One scheme held out.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
-pub struct LeaveOneOut {
-    /// The fit's replication error on the other schemes, percent.
-    pub fit_error_pct: f64,
-    /// Its throughput error on the held-out scheme, percent.
-    pub tput_error_pct: f64,
-    /// Its delay error on the held-out scheme, percent.
-    pub delay_error_pct: f64,
-}
-
 /// Progress reports of [`calibrate`].
 pub trait Progress {
     /// An evaluation finished; `done` of `total` planned; `best` so far.
@@ -306,74 +276,46 @@ pub fn calibrate(
 
     let log_path = out.join("search.log");
     let mut evals = resume(&log_path, target, opts)?;
-    let mut log = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&log_path)
         .with_context(|| format!("open {}", log_path.display()))?;
-    let total = opts.deliveries.len() * opts.max_evals + opts.confirm;
-    let mut seq = evals.len();
-    let mut record = |batch: Vec<Evaluation>, evals: &mut Vec<Evaluation>| -> anyhow::Result<()> {
-        for e in batch {
-            writeln!(log, "{}", e.to_line())
-                .and_then(|()| log.flush())
-                .with_context(|| format!("write {}", log_path.display()))?;
-            evals.push(e);
-            let best = best_single(evals);
-            progress.evaluated(evals.last().expect("pushed"), evals.len(), total, best);
-        }
-        Ok(())
+    let plan = FitPlan {
+        bounds,
+        deliveries: opts.deliveries.clone(),
+        max_evals: opts.max_evals,
+        initial_evals: opts.initial_evals,
+        confirm: opts.confirm,
+        jobs: opts.jobs,
+        seed: opts.seed,
     };
-
+    let mut hooks = SearchLog {
+        file,
+        path: &log_path,
+        progress,
+        total: plan.total(),
+    };
     let guesses = &target.guesses;
-    for &delivery in &opts.deliveries {
-        let mut search = Search::new(bounds, delivery, opts.jobs, opts.seed)?;
-        for e in evals.iter().filter(|e| e.candidate.delivery == delivery) {
-            search.tell(&e.candidate, e.overall_error_pct);
-        }
-        progress.phase(&format!("{} deliveries", delivery_str(delivery)));
-        let design = search.initial_design(opts.initial_evals.min(opts.max_evals), guesses);
-        while search.told() < opts.max_evals && !INTERRUPTED.load(Ordering::SeqCst) {
-            let room = (opts.max_evals - search.told()).min(opts.jobs.max(1));
-            let batch: Vec<Candidate> = if search.told() < design.len() {
-                design[search.told()..].iter().take(room).copied().collect()
-            } else {
-                search.suggest().into_iter().take(room).collect()
-            };
-            if batch.is_empty() {
-                break;
-            }
-            let batch: Vec<(Candidate, u64)> = batch.into_iter().map(|c| (c, opts.seed)).collect();
-            let results = evaluate_all(&batch, target, evaluator, &mut seq)?;
-            for e in &results {
-                search.tell(&e.candidate, e.overall_error_pct);
-            }
-            record(results, &mut evals)?;
-        }
-    }
-
-    // The objective is noisy: measure the best few again, with other seeds of the emulator's
-    // loss (the search used one seed for every candidate: common random numbers make
-    // candidates comparable, but a candidate may fit that one loss pattern by chance); the
-    // best mean wins.
-    if opts.confirm > 0 && !INTERRUPTED.load(Ordering::SeqCst) {
-        progress.phase("measuring the best candidates again, with other loss seeds");
-        let top = ranked(&evals)
-            .into_iter()
-            .take(opts.confirm)
-            .enumerate()
-            .map(|(i, (c, _, _))| (c, opts.seed + 1000 + (evals.len() + i) as u64))
-            .collect::<Vec<_>>();
-        for chunk in top.chunks(opts.jobs.max(1)) {
-            let results = evaluate_all(chunk, target, evaluator, &mut seq)?;
-            record(results, &mut evals)?;
-        }
-    }
+    fit(
+        &plan,
+        &target.schemes,
+        guesses,
+        evaluator,
+        &mut hooks,
+        &mut evals,
+    )
+    .map_err(anyhow::Error::msg)?;
     if !opts.keep_runs {
         // Only the empty `evals/` is left of the runs (removed after each evaluation).
         let _ = std::fs::remove_dir(out.join("evals"));
     }
-    let outcome = outcome(target, bounds, &evals, &log_path)?;
+    let outcome = outcome(&target.schemes, bounds, &evals).ok_or_else(|| {
+        anyhow::anyhow!(
+            "no evaluation succeeded; see the failures in {}",
+            log_path.display()
+        )
+    })?;
     write_outputs(target, opts, registry, &outcome, &evals, started.elapsed())?;
     Ok(outcome)
 }
@@ -412,39 +354,6 @@ fn resume(
     Ok(evals)
 }
 
-/// The calibration's result from all its evaluations: the candidate with the best mean error,
-/// its parts, the leave-one-out check. Errors if no evaluation succeeded.
-fn outcome(
-    target: &Target,
-    bounds: Bounds,
-    evals: &[Evaluation],
-    log_path: &Path,
-) -> anyhow::Result<Outcome> {
-    let Some((best, error_pct, n)) = ranked(evals).into_iter().next() else {
-        bail!(
-            "no evaluation succeeded; see the failures in {}",
-            log_path.display()
-        );
-    };
-    let of_best: Vec<&Evaluation> = evals
-        .iter()
-        .filter(|e| e.candidate == best && e.overall_error_pct.is_some())
-        .collect();
-    let mean_of = |f: fn(&Evaluation) -> Option<f64>| {
-        of_best.iter().filter_map(|e| f(e)).sum::<f64>() / of_best.len() as f64
-    };
-    Ok(Outcome {
-        best,
-        error_pct,
-        tput_error_pct: mean_of(|e| e.tput_error_pct),
-        delay_error_pct: mean_of(|e| e.delay_error_pct),
-        measurements: n,
-        evaluations: evals.len(),
-        bounds,
-        leave_one_out: leave_one_out(target, evals),
-    })
-}
-
 fn resolve_bounds(o: &Observations, opts: &CalibrateOptions) -> anyhow::Result<Bounds> {
     let derived = Bounds::from_observations(o);
     let all_given = opts.rate_mbps.is_some()
@@ -469,174 +378,36 @@ fn resolve_bounds(o: &Observations, opts: &CalibrateOptions) -> anyhow::Result<B
     Ok(b)
 }
 
-/// Distinct successful candidates by mean error (with their number of measurements), best
-/// first.
-fn ranked(evals: &[Evaluation]) -> Vec<(Candidate, f64, usize)> {
-    let mut by: Vec<(Candidate, Vec<f64>)> = Vec::new();
-    for e in evals {
-        let Some(err) = e.overall_error_pct else {
-            continue;
-        };
-        match by.iter_mut().find(|(c, _)| *c == e.candidate) {
-            Some((_, v)) => v.push(err),
-            None => by.push((e.candidate, vec![err])),
+/// The search log (`search.log`, one line per evaluation, appended as they finish) and the
+/// progress reports, as the fit's hooks; Ctrl-C stops the fit.
+struct SearchLog<'a> {
+    file: std::fs::File,
+    path: &'a Path,
+    progress: &'a dyn Progress,
+    total: usize,
+}
+
+impl FitHooks for SearchLog<'_> {
+    fn record(&mut self, batch: &[Evaluation], all: &[Evaluation]) -> Result<(), String> {
+        let before = all.len() - batch.len();
+        for (i, e) in batch.iter().enumerate() {
+            writeln!(self.file, "{}", e.to_line())
+                .and_then(|()| self.file.flush())
+                .map_err(|err| format!("write {}: {err}", self.path.display()))?;
+            let done = before + i + 1;
+            let best = best_single(&all[..done]);
+            self.progress.evaluated(e, done, self.total, best);
         }
+        Ok(())
     }
-    let mut out: Vec<(Candidate, f64, usize)> = by
-        .into_iter()
-        .map(|(c, v)| (c, v.iter().sum::<f64>() / v.len() as f64, v.len()))
-        .collect();
-    out.sort_by(|a, b| a.1.total_cmp(&b.1));
-    out
-}
 
-fn best_single(evals: &[Evaluation]) -> Option<&Evaluation> {
-    evals
-        .iter()
-        .filter_map(|e| Some((e.overall_error_pct?, e)))
-        .min_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, e)| e)
-}
-
-/// Per-scheme medians as single-run [`SchemeRuns`], for [`replication_error`].
-fn as_runs(m: &BTreeMap<String, (f64, f64)>) -> BTreeMap<String, SchemeRuns> {
-    m.iter()
-        .map(|(k, (t, d))| {
-            (
-                k.clone(),
-                SchemeRuns {
-                    tput_mbps: vec![*t],
-                    delay_ms: vec![*d],
-                    loss_pct: vec![],
-                },
-            )
-        })
-        .collect()
-}
-
-/// For each scheme: the evaluation that best fits the other schemes, and its error on this one
-/// (from the log's per-scheme medians: no extra runs).
-fn leave_one_out(target: &Target, evals: &[Evaluation]) -> BTreeMap<String, LeaveOneOut> {
-    let mut out = BTreeMap::new();
-    if target.schemes.len() < 2 {
-        return out;
+    fn phase(&mut self, what: &str) {
+        self.progress.phase(what);
     }
-    for held in target.schemes.keys() {
-        let mut rest = target.schemes.clone();
-        let held_runs = rest.remove(held).expect("key of the map");
-        let fit = evals
-            .iter()
-            .filter(|e| e.failure.is_none())
-            .filter_map(|e| {
-                let r = replication_error(&rest, &as_runs(&e.schemes))?;
-                Some((r.overall_pct, e))
-            })
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        let Some((fit_error, e)) = fit else { continue };
-        let Some(&(t, d)) = e.schemes.get(held) else {
-            continue;
-        };
-        let one =
-            |x: f64, real: &[f64]| median(real).map_or(f64::NAN, |r| (x - r).abs() / r * 100.0);
-        out.insert(
-            held.clone(),
-            LeaveOneOut {
-                fit_error_pct: fit_error,
-                tput_error_pct: one(t, &held_runs.tput_mbps),
-                delay_error_pct: one(d, &held_runs.delay_ms),
-            },
-        );
-    }
-    out
-}
 
-/// Measures `batch` (candidates with the seed of their emulator's loss) in parallel, one
-/// thread per candidate; `seq` numbers evaluations.
-fn evaluate_all(
-    batch: &[(Candidate, u64)],
-    target: &Target,
-    evaluator: &dyn Evaluator,
-    seq: &mut usize,
-) -> anyhow::Result<Vec<Evaluation>> {
-    let first = *seq;
-    *seq += batch.len();
-    let results = std::thread::scope(|s| {
-        let handles: Vec<_> = batch
-            .iter()
-            .enumerate()
-            .map(|(i, (c, seed))| {
-                let n = first + i;
-                s.spawn(move || evaluate(c, *seed, n, target, evaluator))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("an evaluation thread panicked"))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()
-    })?;
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        // Evaluations cut short are not measurements: keep them out of the log.
-        return Ok(results
-            .into_iter()
-            .filter(|e| e.failure.is_none())
-            .collect());
+    fn stopped(&self) -> bool {
+        INTERRUPTED.load(Ordering::SeqCst)
     }
-    Ok(results)
-}
-
-/// One candidate measured and scored against the target; never fails: a failure is recorded.
-fn evaluate(
-    c: &Candidate,
-    seed: u64,
-    n: usize,
-    target: &Target,
-    evaluator: &dyn Evaluator,
-) -> Evaluation {
-    let measured = evaluator.measure(c, seed, n);
-    let mut e = Evaluation {
-        candidate: *c,
-        tput_error_pct: None,
-        delay_error_pct: None,
-        overall_error_pct: None,
-        schemes: BTreeMap::new(),
-        failure: None,
-    };
-    match measured {
-        Ok(runs) => {
-            for (k, r) in &runs {
-                if let (Some(t), Some(d)) = (median(&r.tput_mbps), median(&r.delay_ms)) {
-                    e.schemes.insert(k.clone(), (t, d));
-                }
-            }
-            match replication_error(&target.schemes, &runs) {
-                Some(r) if r.schemes == target.schemes.len() => {
-                    e.tput_error_pct = Some(r.throughput_pct);
-                    e.delay_error_pct = Some(r.delay_pct);
-                    e.overall_error_pct = Some(r.overall_pct);
-                }
-                _ => e.failure = Some("some scheme has no throughput or delay".into()),
-            }
-        }
-        Err(err) => e.failure = Some(format!("{err:#}")),
-    }
-    e
-}
-
-/// Measures candidates: runs the target's schemes over an emulator and returns their per-run
-/// figures. [`LocalEvaluator`] runs them on this machine; an evaluator that runs them on
-/// testbed agents implements the same trait, and the search does not change.
-pub trait Evaluator: Sync {
-    /// Every scheme over `c`, the emulator's loss seeded with `seed`; `n` numbers the
-    /// evaluation (unique within a calibration). Errors say which run failed and why.
-    fn measure(
-        &self,
-        c: &Candidate,
-        seed: u64,
-        n: usize,
-    ) -> anyhow::Result<BTreeMap<String, SchemeRuns>>;
 }
 
 /// Runs candidates here, as `pantheon run local` would: in `out_dir/evals/<n>/` (removed after
@@ -654,14 +425,14 @@ impl Evaluator for LocalEvaluator<'_> {
         c: &Candidate,
         seed: u64,
         n: usize,
-    ) -> anyhow::Result<BTreeMap<String, SchemeRuns>> {
+    ) -> Result<BTreeMap<String, SchemeRuns>, String> {
         let dir = self.opts.out_dir.join("evals").join(n.to_string());
         let tag = format!("{}-e{n}", self.opts.netns_prefix);
         let measured = self.run(c, seed, &dir, &tag);
         if !self.opts.keep_runs {
             let _ = std::fs::remove_dir_all(&dir);
         }
-        measured
+        measured.map_err(|e| format!("{e:#}"))
     }
 }
 
@@ -847,69 +618,6 @@ fn write_plots(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn eval(rate: f64, err: Option<f64>, cubic: (f64, f64), bbr: (f64, f64)) -> Evaluation {
-        Evaluation {
-            candidate: Candidate {
-                rate_mbps: rate,
-                delay_ms: 30,
-                queue_packets: 60,
-                loss: 0.0,
-                delivery: Delivery::Trace,
-            },
-            tput_error_pct: err,
-            delay_error_pct: err,
-            overall_error_pct: err,
-            schemes: [("cubic".to_owned(), cubic), ("bbr".to_owned(), bbr)].into(),
-            failure: err.is_none().then(|| "x".to_owned()),
-        }
-    }
-
-    #[test]
-    fn ranking_averages_repeated_measurements_and_skips_failures() {
-        let evals = vec![
-            eval(10.0, Some(2.0), (1.0, 1.0), (1.0, 1.0)),
-            eval(20.0, Some(1.0), (1.0, 1.0), (1.0, 1.0)),
-            eval(20.0, Some(5.0), (1.0, 1.0), (1.0, 1.0)),
-            eval(30.0, None, (1.0, 1.0), (1.0, 1.0)),
-        ];
-        let r = ranked(&evals);
-        assert_eq!(r.len(), 2);
-        assert_eq!((r[0].0.rate_mbps, r[0].1, r[0].2), (10.0, 2.0, 1));
-        assert_eq!((r[1].0.rate_mbps, r[1].1, r[1].2), (20.0, 3.0, 2));
-        assert_eq!(best_single(&evals).unwrap().candidate.rate_mbps, 20.0);
-    }
-
-    #[test]
-    fn leave_one_out_fits_the_others_and_scores_the_held_out_scheme() {
-        let runs = |t: f64, d: f64| SchemeRuns {
-            tput_mbps: vec![t],
-            delay_ms: vec![d],
-            loss_pct: vec![],
-        };
-        let target = Target {
-            schemes: [
-                ("cubic".to_owned(), runs(10.0, 100.0)),
-                ("bbr".to_owned(), runs(20.0, 50.0)),
-            ]
-            .into(),
-            observations: Observations::default(),
-            guesses: Vec::new(),
-            source: "t".into(),
-        };
-        // A fits bbr exactly and cubic badly; B the other way round.
-        let evals = vec![
-            eval(1.0, Some(10.0), (5.0, 100.0), (20.0, 50.0)),
-            eval(2.0, Some(10.0), (10.0, 100.0), (10.0, 50.0)),
-        ];
-        let l = leave_one_out(&target, &evals);
-        // Holding out cubic: A fits bbr (0 %); A's cubic throughput is 50 % off.
-        assert_eq!(l["cubic"].fit_error_pct, 0.0);
-        assert!((l["cubic"].tput_error_pct - 50.0).abs() < 1e-9);
-        assert_eq!(l["cubic"].delay_error_pct, 0.0);
-        // Holding out bbr: B fits cubic; B's bbr throughput is 50 % off.
-        assert!((l["bbr"].tput_error_pct - 50.0).abs() < 1e-9);
-    }
 
     #[test]
     fn table_targets_read_csv_and_json_and_errors_name_the_line() {
