@@ -362,3 +362,134 @@ fn schemes_check_passes_a_working_scheme_and_says_why_others_fail() {
         .collect();
     assert!(left.is_empty(), "namespaces left behind: {left:?}");
 }
+
+/// Every file of `dir` (name → bytes).
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_file())
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_results_directory_is_refused_appended_to_or_moved_aside_never_lost() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let first = run(
+        "reuse",
+        "3",
+        &["--schemes", "cubic", "--prepend-mm-cmds", "mm-delay 10"],
+    );
+    let dir = &first.dir;
+    let again = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pantheon"))
+            .args(["run", "local", "--runtime", "3", "--seed", "42"])
+            .args(["--uplink-trace", TRACE, "--downlink-trace", TRACE])
+            .arg("--data-dir")
+            .arg(dir)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let before = snapshot(dir);
+
+    // Re-used without saying how: refused, naming what is there; nothing changes.
+    let out = again(&["--schemes", "bbr", "--prepend-mm-cmds", "mm-delay 10"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("already holds results (1 run(s) of cubic") && err.contains("--append"),
+        "{err}"
+    );
+    assert_eq!(snapshot(dir), before);
+    // Appending runs over another path is refused too.
+    let out = again(&[
+        "--schemes",
+        "bbr",
+        "--append",
+        "--prepend-mm-cmds",
+        "mm-delay 30",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("holds runs over `mm-delay 10 mm-link"),
+        "{err}"
+    );
+    assert_eq!(snapshot(dir), before);
+
+    // Appended: bbr joins as run 2; the first experiment's data is there byte for byte (the
+    // analysis' own files are made again from all the runs).
+    let out = again(&[
+        "--schemes",
+        "bbr",
+        "--append",
+        "--prepend-mm-cmds",
+        "mm-delay 10",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = snapshot(dir);
+    let derived =
+        |f: &str| f.starts_with("pantheon_") || f.contains("_stats_run") || f.ends_with(".png");
+    for (f, bytes) in &before {
+        if !derived(f) {
+            assert!(after.get(f) == Some(bytes), "{f} changed");
+        }
+    }
+    let meta = read_json(&dir.join("pantheon_metadata.json"));
+    let invocations = meta["invocations"].as_array().unwrap();
+    assert_eq!(invocations.len(), 2, "{meta}");
+    assert_eq!(invocations[0]["schemes"], serde_json::json!(["cubic"]));
+    assert_eq!(invocations[1]["schemes"], serde_json::json!(["bbr"]));
+    assert_eq!(invocations[1]["start_run_id"], 2);
+    assert_eq!(meta["cc_schemes"], serde_json::json!(["bbr", "cubic"]));
+    let perf = read_json(&dir.join("pantheon_perf.json"));
+    assert!(
+        perf["cubic"]["1"]["all"]["tput"].as_f64().unwrap() > 5.0,
+        "{perf}"
+    );
+    assert!(
+        perf["bbr"]["2"]["all"]["tput"].as_f64().unwrap() > 5.0,
+        "{perf}"
+    );
+
+    // Overwritten: the earlier results move to a dated sibling, whole.
+    let out = again(&[
+        "--schemes",
+        "cubic",
+        "--overwrite",
+        "--prepend-mm-cmds",
+        "mm-delay 10",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let aside: Vec<PathBuf> = std::fs::read_dir(dir.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().is_some_and(|f| {
+                f.to_string_lossy()
+                    .starts_with(&format!("{name}.replaced-"))
+            })
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(snapshot(&aside[0]), after);
+    let _ = std::fs::remove_dir_all(&aside[0]);
+    let meta = read_json(&dir.join("pantheon_metadata.json"));
+    assert!(meta.get("invocations").is_none(), "{meta}");
+    assert_eq!(meta["cc_schemes"], serde_json::json!(["cubic"]));
+}

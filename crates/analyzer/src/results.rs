@@ -20,6 +20,8 @@ use serde_json::Value;
 
 /// The file's name in a results directory.
 pub const METADATA_FILE: &str = "pantheon_metadata.json";
+/// The run records' file in a results directory (ours: how each run ended, its notes).
+pub const RUNS_FILE: &str = "pantheon_runs.json";
 
 /// Why [`Metadata::read`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -242,10 +244,33 @@ pub struct Metadata {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_node: Option<NodeSummary>,
 
+    /// Every invocation that wrote runs into this directory, in order (ours: `pantheon run
+    /// --append` adds one). Absent in a directory written once: its runs are `cc_schemes` ×
+    /// `start_run_id..start_run_id + run_times`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invocations: Vec<Invocation>,
+
     /// Every other key, kept as read: Pantheon's (`git_summary`…) and the parsed emulator
     /// (`emulator`).
     #[serde(flatten)]
     pub other: BTreeMap<String, Value>,
+}
+
+/// One invocation of `pantheon run` into a results directory: which runs it made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invocation {
+    /// UTC time it started, as Pantheon prints times.
+    #[serde(default)]
+    pub generated_at: Option<String>,
+    /// Its schemes, in run order.
+    pub schemes: Vec<String>,
+    /// Id of its first run.
+    pub start_run_id: u32,
+    /// Its runs per scheme.
+    pub run_times: u32,
+    /// Seed of the emulator's random loss, if it had an emulator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl Default for Metadata {
@@ -280,6 +305,74 @@ impl Metadata {
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         let value = serde_json::to_value(self).map_err(std::io::Error::other)?;
         write_json(&dir.join(METADATA_FILE), &value)
+    }
+
+    /// This metadata's own invocation (the runs its top-level keys describe).
+    pub fn invocation(&self) -> Invocation {
+        Invocation {
+            generated_at: self.generated_at.clone(),
+            schemes: if self.run_order.is_empty() {
+                self.cc_schemes.clone()
+            } else {
+                self.run_order.clone()
+            },
+            start_run_id: self.start_run_id,
+            run_times: self.run_times,
+            seed: self.seed,
+        }
+    }
+
+    /// The directory's runs as (scheme, run id), sorted: those of every invocation, or, for a
+    /// directory written once (Pantheon's too), `cc_schemes` × `start_run_id..+run_times`.
+    /// Run ids beyond `u32::MAX` are not runs: a count that would overflow stops there.
+    pub fn runs(&self) -> Vec<(String, u32)> {
+        let own = [self.invocation()];
+        let invocations = if self.invocations.is_empty() {
+            &own[..]
+        } else {
+            &self.invocations[..]
+        };
+        let mut runs: Vec<(String, u32)> = invocations
+            .iter()
+            .flat_map(|i| {
+                let ids = i.start_run_id..i.start_run_id.saturating_add(i.run_times);
+                i.schemes
+                    .iter()
+                    .flat_map(move |s| ids.clone().map(move |id| (s.clone(), id)))
+            })
+            .collect();
+        runs.sort();
+        runs.dedup();
+        runs
+    }
+
+    /// `later` (the metadata of an invocation that appends runs to this directory) merged into
+    /// this one: the invocations of both, the union of the schemes, the run counts covering
+    /// every run (`start_run_id` the least, `run_times` the most of any scheme); the other keys
+    /// stay this one's (the first invocation's).
+    pub fn merged(&self, later: &Metadata) -> Metadata {
+        let mut m = self.clone();
+        if m.invocations.is_empty() {
+            m.invocations.push(self.invocation());
+        }
+        m.invocations.push(later.invocation());
+        let runs = m.runs();
+        let mut schemes: Vec<String> = runs.iter().map(|(s, _)| s.clone()).collect();
+        schemes.dedup();
+        m.run_times = schemes
+            .iter()
+            .map(|s| runs.iter().filter(|(r, _)| r == s).count() as u32)
+            .max()
+            .unwrap_or(0);
+        m.start_run_id = runs.iter().map(|&(_, id)| id).min().unwrap_or(1);
+        m.run_order = schemes.clone();
+        m.cc_schemes = schemes;
+        for (k, v) in &later.scheme_versions {
+            m.scheme_versions
+                .entry(k.clone())
+                .or_insert_with(|| v.clone());
+        }
+        m
     }
 
     /// The description of `node` (`--local-desc`/`--remote-desc`), if given.
@@ -373,6 +466,48 @@ mod tests {
         let back = serde_json::to_value(&m).unwrap();
         assert_eq!(back["git_summary"], "branch: master @ abc");
         assert_eq!(back["sender_side"], "remote");
+    }
+
+    #[test]
+    fn appended_invocations_are_merged_and_their_runs_listed() {
+        let first = Metadata {
+            cc_schemes: vec!["cubic".into()],
+            run_times: 2,
+            generated_at: Some("first".into()),
+            ..Metadata::default()
+        };
+        assert_eq!(first.runs(), [("cubic".into(), 1), ("cubic".into(), 2)]);
+        let later = Metadata {
+            cc_schemes: vec!["bbr".into(), "cubic".into()],
+            run_order: vec!["cubic".into(), "bbr".into()],
+            start_run_id: 3,
+            run_times: 1,
+            generated_at: Some("later".into()),
+            ..Metadata::default()
+        };
+        let m = first.merged(&later);
+        assert_eq!(
+            m.runs(),
+            [
+                ("bbr".into(), 3),
+                ("cubic".into(), 1),
+                ("cubic".into(), 2),
+                ("cubic".into(), 3)
+            ]
+        );
+        assert_eq!(m.cc_schemes, ["bbr", "cubic"]);
+        assert_eq!((m.start_run_id, m.run_times), (1, 3));
+        assert_eq!(m.invocations.len(), 2);
+        assert_eq!(m.invocations[1].generated_at.as_deref(), Some("later"));
+        // A third appends to the list; a huge count stops at u32::MAX instead of wrapping.
+        let huge = Metadata {
+            cc_schemes: vec!["x".into()],
+            start_run_id: u32::MAX,
+            run_times: u32::MAX,
+            ..Metadata::default()
+        };
+        assert_eq!(m.merged(&huge).invocations.len(), 3);
+        assert_eq!(huge.runs(), []);
     }
 
     #[test]

@@ -74,15 +74,13 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
         Vec::new()
     });
     let mut results = Results::new();
-    for scheme in &meta.cc_schemes {
-        for run_id in meta.start_run_id..meta.start_run_id + meta.run_times {
-            let recorded = records
-                .iter()
-                .find(|r| &r.scheme == scheme && r.run_id == run_id);
-            let rr = analyze_run(dir, &meta, scheme, run_id, recorded)?;
-            write_stats_log(dir, scheme, &rr)?;
-            results.entry(scheme.clone()).or_default().push(rr);
-        }
+    for (scheme, run_id) in meta.runs() {
+        let recorded = records
+            .iter()
+            .find(|r| r.scheme == scheme && r.run_id == run_id);
+        let rr = analyze_run(dir, &meta, &scheme, run_id, recorded)?;
+        write_stats_log(dir, &scheme, &rr)?;
+        results.entry(scheme).or_default().push(rr);
     }
     write_perf(dir, &results)?;
     let md = summary_markdown(dir, &meta, &results, registry);

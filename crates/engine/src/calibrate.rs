@@ -111,12 +111,14 @@ fn target_from_dir(dir: &Path, registry: &Registry) -> anyhow::Result<Target> {
     if schemes.is_empty() {
         bail!("{}: no runs with figures", dir.display());
     }
-    // A directory with only `pantheon_perf.json` has Pantheon's defaults: run 1, once.
-    let meta = analyzer::results::Metadata::read(dir).unwrap_or_default();
-    let (first, runs) = (meta.start_run_id, meta.run_times);
+    // A directory with only `pantheon_perf.json`: Pantheon's defaults, run 1 of each scheme.
+    let runs = match analyzer::results::Metadata::read(dir) {
+        Ok(meta) => meta.runs(),
+        Err(_) => schemes.keys().map(|s| (s.clone(), 1)).collect(),
+    };
     let mut o = Observations::default();
     for scheme in schemes.keys() {
-        for run in first..first + runs {
+        for run in runs.iter().filter(|(s, _)| s == scheme).map(|&(_, id)| id) {
             let Ok(f) = analyzer::ingest::read_run(dir, scheme, run) else {
                 continue;
             };

@@ -100,6 +100,9 @@ impl ExperimentPlan {
         for s in &self.schemes {
             registry.get(s)?;
         }
+        if self.run_times == 0 {
+            bail!("--run-times must be at least 1");
+        }
         if self.runtime.is_zero() {
             bail!("--runtime must be positive");
         }
@@ -164,6 +167,104 @@ impl ExperimentPlan {
             .iter()
             .filter_map(|name| Some((name.clone(), registry.get(name).ok()?.version())))
             .collect()
+    }
+}
+
+/// What to do with a results directory that already holds results (`pantheon_metadata.json`
+/// or `pantheon_runs.json`): results are never lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reuse {
+    /// Refuse, saying what is there (the default).
+    #[default]
+    Refuse,
+    /// Add the new runs to it (`--append`).
+    Append,
+    /// Move its content to a dated sibling first (`--overwrite`).
+    Overwrite,
+}
+
+/// What [`prepare_results_dir`] found.
+#[derive(Debug, Clone)]
+pub enum Existing {
+    /// No results there: the directory is new, empty or holds other files only.
+    Fresh,
+    /// Results to append to: their metadata.
+    Append(Box<Metadata>),
+    /// The earlier results were moved here.
+    MovedTo(PathBuf),
+}
+
+/// Checks the results directory `dir` before anything is written into it. A directory without
+/// results is [`Existing::Fresh`]; one with results is refused unless `reuse` says to append
+/// (its metadata is returned) or to overwrite (the directory is renamed to
+/// `<dir>.replaced-<UTC time>` and a fresh one will be created). Errors: results there and
+/// `Reuse::Refuse` (naming what is there and the flags), unreadable metadata when appending, or
+/// a failed rename.
+pub fn prepare_results_dir(dir: &Path, reuse: Reuse) -> anyhow::Result<Existing> {
+    use analyzer::results::{METADATA_FILE, RUNS_FILE};
+    let has = |f: &str| dir.join(f).is_file();
+    if !has(METADATA_FILE) && !has(RUNS_FILE) {
+        return Ok(Existing::Fresh);
+    }
+    match reuse {
+        Reuse::Refuse => {
+            let what = match Metadata::read(dir) {
+                Ok(m) => format!(
+                    "{} run(s) of {} from {}",
+                    m.runs().len(),
+                    m.cc_schemes.join(", "),
+                    m.generated_at.as_deref().unwrap_or("an earlier experiment")
+                ),
+                Err(_) => "the records of earlier runs".to_owned(),
+            };
+            bail!(
+                "{} already holds results ({what}): give --append to add runs to them, \
+                 --overwrite to move them aside first, or another --data-dir",
+                dir.display()
+            )
+        }
+        Reuse::Append => Ok(Existing::Append(Box::new(
+            Metadata::read(dir).context("--append")?,
+        ))),
+        Reuse::Overwrite => {
+            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+            let mut aside = dir.as_os_str().to_owned();
+            aside.push(format!(".replaced-{stamp}"));
+            let aside = PathBuf::from(aside);
+            std::fs::rename(dir, &aside)
+                .with_context(|| format!("move {} to {}", dir.display(), aside.display()))?;
+            Ok(Existing::MovedTo(aside))
+        }
+    }
+}
+
+impl ExperimentPlan {
+    /// Checks that this plan can add its runs to the results described by `earlier`: the same
+    /// kind of run over the same path, and none of its runs already there. Errors say which.
+    pub fn check_append(&self, earlier: &Metadata, new: &Metadata) -> anyhow::Result<()> {
+        if earlier.mode != new.mode || earlier.emulator_command != new.emulator_command {
+            let path = |m: &Metadata| {
+                m.emulator_command
+                    .clone()
+                    .unwrap_or_else(|| format!("{:?} mode", m.mode))
+            };
+            bail!(
+                "--append: {} holds runs over `{}`, this experiment runs over `{}`: use another \
+                 --data-dir",
+                self.data_dir.display(),
+                path(earlier),
+                path(new)
+            );
+        }
+        let there = earlier.runs();
+        if let Some((s, id)) = new.runs().into_iter().find(|r| there.contains(r)) {
+            bail!(
+                "--append: run {id} of {s} is already in {} (leave out --start-run-id to \
+                 number the new runs after the last one)",
+                self.data_dir.display()
+            );
+        }
+        Ok(())
     }
 }
 

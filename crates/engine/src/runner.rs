@@ -84,8 +84,7 @@ pub struct RunRecord {
     pub emulator_drops: (u64, u64),
 }
 
-/// The run records' file in a results directory.
-pub const RUNS_FILE: &str = "pantheon_runs.json";
+pub use analyzer::results::RUNS_FILE;
 
 impl RunRecord {
     /// A run of `scheme` that has not started yet (outcome `Ok` until told otherwise).

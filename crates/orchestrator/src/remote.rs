@@ -424,13 +424,16 @@ pub struct Descriptions {
 
 /// Starts a remote experiment: waits up to 10 s for both agents, warns (through `warn`) of
 /// the plan's schemes a node says it cannot run (their runs will fail), creates the results
-/// directory and writes its `pantheon_metadata.json` (the plan, the options, both nodes' info).
-/// Errors if an agent does not answer or the directory cannot be written.
+/// directory and writes its `pantheon_metadata.json` (the plan, the options, both nodes' info;
+/// merged into `earlier`, the metadata of results this experiment appends to, if any).
+/// Errors if an agent does not answer, the runs cannot be appended to `earlier`
+/// ([`ExperimentPlan::check_append`]) or the directory cannot be written.
 pub fn start_experiment(
     plan: &ExperimentPlan,
     opts: &RemoteOptions,
     nodes: &Nodes,
     desc: &Descriptions,
+    earlier: Option<&analyzer::results::Metadata>,
     warn: &dyn Fn(String),
 ) -> anyhow::Result<()> {
     use analyzer::results::{Metadata, Mode, NodeSummary};
@@ -486,6 +489,13 @@ pub fn start_experiment(
         remote_node: Some(node_summary(&ri)),
         scheme_versions,
         ..plan.common_metadata()
+    };
+    let m = match earlier {
+        Some(earlier) => {
+            plan.check_append(earlier, &m)?;
+            earlier.merged(&m)
+        }
+        None => m,
     };
     Ok(m.write(&plan.data_dir)?)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use engine::analyze;
-use engine::plan::{write_constant_trace, ExperimentPlan};
+use engine::plan::{prepare_results_dir, write_constant_trace, Existing, ExperimentPlan, Reuse};
 use engine::runner::{self, RunOutcome, INTERRUPTED};
 use engine::schemes::{Registry, Scheme, SystemInfo};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -127,9 +127,9 @@ pub(crate) struct CommonRunArgs {
     /// Runs per scheme.
     #[arg(long, default_value_t = 1)]
     run_times: u32,
-    /// Id of the first run.
-    #[arg(long, default_value_t = 1)]
-    start_run_id: u32,
+    /// Id of the first run (default: 1; with --append, the one after the directory's last).
+    #[arg(long)]
+    start_run_id: Option<u32>,
     /// Flows per run (one tunnel each).
     #[arg(short = 'f', long, default_value_t = 1)]
     flows: u16,
@@ -139,9 +139,17 @@ pub(crate) struct CommonRunArgs {
     /// Shuffle the order of the schemes (once, as Pantheon).
     #[arg(long)]
     random_order: bool,
-    /// Results directory (created if missing).
+    /// Results directory (created if missing). One that holds results is refused unless
+    /// --append or --overwrite says what to do with them.
     #[arg(long, default_value = "results")]
     data_dir: PathBuf,
+    /// Add the runs to the results already in --data-dir: new run ids, new schemes join, the
+    /// metadata records every invocation. The emulated path must be the same.
+    #[arg(long, conflicts_with = "overwrite")]
+    append: bool,
+    /// Move the results already in --data-dir to `<data-dir>.replaced-<UTC time>` first.
+    #[arg(long)]
+    overwrite: bool,
     /// Extra scheme descriptors (*.toml) that add to or override the built-in ones.
     #[arg(long)]
     schemes_dir: Option<PathBuf>,
@@ -215,7 +223,7 @@ fn common_plan(
     Ok(ExperimentPlan {
         schemes,
         run_times: c.run_times,
-        start_run_id: c.start_run_id,
+        start_run_id: c.start_run_id.unwrap_or(1),
         runtime: secs(c.runtime, "--runtime")?,
         flows: c.flows,
         interval: secs(c.interval, "--interval")?,
@@ -233,6 +241,39 @@ fn common_plan(
     })
 }
 
+/// `--data-dir` checked before anything is written into it ([`prepare_results_dir`]); with
+/// --append and no --start-run-id, `plan`'s runs are numbered after the directory's last.
+fn prepare_dir(c: &CommonRunArgs) -> anyhow::Result<Existing> {
+    let reuse = match (c.append, c.overwrite) {
+        (true, _) => Reuse::Append,
+        (_, true) => Reuse::Overwrite,
+        _ => Reuse::Refuse,
+    };
+    let existing = prepare_results_dir(&c.data_dir, reuse)?;
+    if let Existing::MovedTo(aside) = &existing {
+        eprintln!(
+            "The earlier results in {} were moved to {}",
+            c.data_dir.display(),
+            aside.display()
+        );
+    }
+    Ok(existing)
+}
+
+/// The id of the first run: --start-run-id, or after the last run of the results appended to.
+fn first_run_id(c: &CommonRunArgs, existing: &Existing) -> u32 {
+    match (c.start_run_id, existing) {
+        (Some(id), _) => id,
+        (None, Existing::Append(earlier)) => earlier
+            .runs()
+            .iter()
+            .map(|&(_, id)| id)
+            .max()
+            .map_or(1, |last| last.saturating_add(1)),
+        _ => 1,
+    }
+}
+
 fn clock_seed() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -244,6 +285,7 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::load(a.common.schemes_dir.as_deref())?;
     let seed = a.seed.unwrap_or_else(clock_seed);
     let schemes = chosen_schemes(&a.common, &registry, seed);
+    let existing = prepare_dir(&a.common)?;
     let data_dir = a.common.data_dir.clone();
     std::fs::create_dir_all(&data_dir).with_context(|| format!("create {}", data_dir.display()))?;
     let mut a = a;
@@ -277,6 +319,7 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
         prepend_mm_cmds: a.prepend_mm_cmds.clone(),
         append_mm_cmds: a.append_mm_cmds.clone(),
         extra_mm_link_args: a.extra_mm_link_args.clone(),
+        start_run_id: first_run_id(&a.common, &existing),
         ..common_plan(&a.common, schemes, seed)?
     };
     let path = plan.validate(&registry)?;
@@ -294,6 +337,10 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     let mut metadata = plan.metadata(&path, &registry);
     metadata.netns_prefix = Some(netns_prefix.clone());
     metadata.emulator_preset = a.emulator.clone();
+    if let Existing::Append(earlier) = &existing {
+        plan.check_append(earlier, &metadata)?;
+        metadata = earlier.merged(&metadata);
+    }
     metadata.write(&plan.data_dir)?;
     eprintln!("Emulated path: {}", path.command_line);
     run_experiment(
@@ -334,7 +381,7 @@ fn run_experiment(
             .expect("valid template"),
     );
     let mut seq = 0usize;
-    'runs: for run_id in plan.start_run_id..plan.start_run_id + plan.run_times {
+    'runs: for run_id in plan.start_run_id..plan.start_run_id.saturating_add(plan.run_times) {
         for name in &plan.schemes {
             let scheme = registry.get(name)?;
             bar.set_message(format!("{name} run {run_id} ({}/{total})", seq + 1));
@@ -375,7 +422,11 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
     use pantheon_orchestrator::remote::{self, Nodes, RemoteOptions};
     let registry = Registry::load(a.common.schemes_dir.as_deref())?;
     let schemes = chosen_schemes(&a.common, &registry, clock_seed());
-    let plan = common_plan(&a.common, schemes, 0)?;
+    let existing = prepare_dir(&a.common)?;
+    let plan = ExperimentPlan {
+        start_run_id: first_run_id(&a.common, &existing),
+        ..common_plan(&a.common, schemes, 0)?
+    };
     plan.check(&registry)?;
     let credentials = Credentials::load(&a.credentials, false)?;
     let local = AgentClient::new(&a.local_agent, &credentials)?;
@@ -401,7 +452,13 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
         local: a.local_desc.clone(),
         remote: a.remote_desc.clone(),
     };
-    remote::start_experiment(&plan, &opts, &nodes, &desc, &|w| eprintln!("warning: {w}"))?;
+    let earlier = match &existing {
+        Existing::Append(earlier) => Some(&**earlier),
+        _ => None,
+    };
+    remote::start_experiment(&plan, &opts, &nodes, &desc, earlier, &|w| {
+        eprintln!("warning: {w}")
+    })?;
     eprintln!(
         "Remote experiment: sender on the {} node, tunnel server on the {} node ({} ↔ {})",
         opts.sender.name(),

@@ -385,7 +385,7 @@ impl Daemon {
             local: Some(sn.label()),
             remote: Some(rn.label()),
         };
-        remote::start_experiment(&plan, &opts, &nodes, &desc, &|w| {
+        remote::start_experiment(&plan, &opts, &nodes, &desc, None, &|w| {
             log(&format!("experiment {id}: {w}"))
         })?;
         let done: BTreeSet<(String, u32)> = self
