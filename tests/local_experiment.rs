@@ -493,3 +493,74 @@ fn a_results_directory_is_refused_appended_to_or_moved_aside_never_lost() {
     assert!(meta.get("invocations").is_none(), "{meta}");
     assert_eq!(meta["cc_schemes"], serde_json::json!(["cubic"]));
 }
+
+#[test]
+fn a_run_killed_with_sigkill_leaves_nothing_once_pantheon_clean_has_run() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("pantheon-e2e-killed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let before = iperf3_pids();
+    let new_iperf3 = || -> Vec<u32> {
+        iperf3_pids()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect()
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args(["run", "local", "--runtime", "60", "--schemes", "cubic"])
+        .args([
+            "--uplink-trace",
+            TRACE,
+            "--downlink-trace",
+            TRACE,
+            "--data-dir",
+        ])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let prefix = format!("pt-{}-", child.id());
+    let ours = || -> Vec<String> {
+        netns::list_named()
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix))
+            .collect()
+    };
+    // Both sides of the scheme running: then SIGKILL, which the command cannot see.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while new_iperf3().len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(new_iperf3().len(), 2, "the run did not start");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // What it leaves: its namespaces and the scheme's processes (reparented to init).
+    let left = ours();
+    assert!(!left.is_empty());
+    assert_eq!(new_iperf3().len(), 2);
+
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .arg("clean")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    for ns in &left {
+        assert!(said.contains(ns.as_str()), "{ns} not reported: {said}");
+    }
+    assert!(ours().is_empty(), "{:?}", ours());
+    // SIGKILL is delivered asynchronously: give the processes a moment to be gone.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !new_iperf3().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(new_iperf3().is_empty(), "{:?}", new_iperf3());
+    // Nothing left: a second clean has nothing to do.
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .arg("clean")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("nothing to clean"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

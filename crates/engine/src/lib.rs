@@ -23,12 +23,14 @@
 //!   table and plots.
 //! - [`setup`]: `pantheon schemes setup`, what the descriptors ask to install and run once.
 //! - [`check`]: `pantheon schemes check`, each scheme through a short emulated run.
+//! - [`clean`]: what killed commands left behind (namespaces named after a dead pid), removed.
 //! - [`compare`]: `pantheon compare A B`, two results directories side by side.
 //! - [`calibrate`]: `pantheon calibrate`, an emulator fitted to a real path's results.
 
 pub mod analyze;
 pub mod calibrate;
 pub mod check;
+pub mod clean;
 pub mod compare;
 pub mod plan;
 pub mod runner;

@@ -243,10 +243,7 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
     }
     let mut path = EmulatedPath::from_chain(chain.shells.clone(), chain_words);
     path.ms_clock = opts.ms_clock;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        anyhow::bail!("`pantheon shell` needs root (a network namespace and TUN devices)");
-    }
+    crate::clean::before_creating_namespaces("pantheon shell")?;
 
     let (outer_addr, inner_addr) = two_unassigned_addresses(&used_addresses()?)
         .ok_or_else(|| anyhow!("no two free addresses left in 100.64.0.1–255"))?;

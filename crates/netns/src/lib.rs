@@ -180,16 +180,7 @@ impl NetNs {
 
     /// Process ids still inside the namespace (`ip netns pids`), for leak checks.
     pub fn pids(&self) -> Vec<u32> {
-        Command::new("ip")
-            .args(["netns", "pids", &self.name])
-            .output()
-            .map(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .split_whitespace()
-                    .filter_map(|p| p.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default()
+        pids_of(&self.name)
     }
 }
 
@@ -233,6 +224,62 @@ pub fn list_named() -> Vec<String> {
             String::from_utf8_lossy(&o.stdout)
                 .lines()
                 .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The pid that a namespace name says owns it: the digits right after one of `prefixes`
+/// (`pt-1234-0-host` with prefix `pt-` → 1234), ended by `-` or the name's end.
+pub fn owner_pid(name: &str, prefixes: &[&str]) -> Option<u32> {
+    prefixes.iter().find_map(|p| {
+        let rest = name.strip_prefix(p)?;
+        let digits = rest.split('-').next()?;
+        digits.parse().ok()
+    })
+}
+
+/// Whether process `pid` is running (`/proc/<pid>` exists).
+pub fn is_running(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Removes the namespaces whose name carries an owner pid after one of `prefixes`
+/// ([`owner_pid`]) that is no longer running — left by a command killed with SIGKILL — after
+/// killing (SIGKILL) every process still inside them. Returns the names removed; a namespace
+/// that cannot be removed is reported on stderr and left.
+pub fn remove_orphans(prefixes: &[&str]) -> Vec<String> {
+    let mut removed = Vec::new();
+    for name in list_named() {
+        let Some(owner) = owner_pid(&name, prefixes) else {
+            continue;
+        };
+        if is_running(owner) {
+            continue;
+        }
+        for pid in pids_of(&name) {
+            // SAFETY: plain syscall; the process is inside a namespace of a dead owner.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+        match run_command("ip", &["netns", "del", &name]) {
+            Ok(()) => removed.push(name),
+            Err(e) => eprintln!("warning: could not remove network namespace {name}: {e}"),
+        }
+    }
+    removed
+}
+
+/// Process ids inside the named namespace `name` (`ip netns pids`).
+fn pids_of(name: &str) -> Vec<u32> {
+    Command::new("ip")
+        .args(["netns", "pids", name])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
                 .collect()
         })
         .unwrap_or_default()

@@ -108,10 +108,7 @@ pub(crate) fn exec(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     if a.jobs == 0 || a.max_evals == 0 || a.run_times == 0 {
         anyhow::bail!("--jobs, --max-evals and --run-times must be at least 1");
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        anyhow::bail!("`pantheon calibrate` needs root (network namespaces and TUN devices)");
-    }
+    engine::clean::before_creating_namespaces("pantheon calibrate")?;
     let opts = a.options(schemes)?;
     install_interrupt_handler()?;
     eprintln!(

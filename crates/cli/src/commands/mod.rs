@@ -12,6 +12,7 @@ use engine::runner::INTERRUPTED;
 
 pub(crate) mod analyze;
 pub(crate) mod calibrate;
+pub(crate) mod clean;
 pub(crate) mod compare;
 pub(crate) mod daemon;
 pub(crate) mod emulators;
@@ -101,6 +102,11 @@ pub(crate) enum Command {
     Emulators(emulators::EmulatorsArgs),
     /// Print a binary mm-link log (`--log-format=binary`) in Mahimahi's text form.
     LinkLog(link_log::LinkLogArgs),
+    /// Remove what killed pantheon commands left behind (needs root): network namespaces
+    /// named after a process that is gone (`pt-<pid>-…`, `ptc-<pid>-…`, `pshell-<pid>`,
+    /// `ptun-<pid>-…`) with every process still inside them, and `pantheon shell`'s NAT rules.
+    /// Commands that create namespaces do this first by themselves.
+    Clean(clean::CleanArgs),
 }
 
 impl Command {
@@ -134,6 +140,7 @@ pub(crate) fn exec(command: Command) -> anyhow::Result<ExitCode> {
         Command::Trace { action } => trace::exec(action),
         Command::Emulators(args) => emulators::exec(args),
         Command::LinkLog(args) => link_log::exec(args),
+        Command::Clean(args) => clean::exec(args),
     }
 }
 
@@ -148,7 +155,10 @@ pub(crate) fn secs(s: f64, flag: &str) -> anyhow::Result<Duration> {
 pub(crate) fn install_interrupt_handler() -> anyhow::Result<()> {
     ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            eprintln!("\nsecond interrupt: exiting now (namespaces named pt-<pid>-* may remain)");
+            eprintln!(
+                "\nsecond interrupt: exiting now (what remains goes with `pantheon clean`, or \
+                 the next run)"
+            );
             std::process::exit(130);
         }
         eprintln!("\ninterrupted: cleaning up the current run…");

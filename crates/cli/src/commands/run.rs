@@ -329,10 +329,7 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
             eprintln!("warning: {name} cannot run here ({why}); its runs will fail");
         }
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        anyhow::bail!("`pantheon run local` needs root (network namespaces and TUN devices)");
-    }
+    engine::clean::before_creating_namespaces("pantheon run local")?;
     let netns_prefix = format!("pt-{}", std::process::id());
     let mut metadata = plan.metadata(&path, &registry);
     metadata.netns_prefix = Some(netns_prefix.clone());

@@ -80,10 +80,7 @@ pub(crate) fn exec(action: SchemesAction) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let registry = Registry::load(schemes_dir.as_deref())?;
-            // SAFETY: geteuid has no preconditions.
-            if unsafe { libc::geteuid() } != 0 {
-                anyhow::bail!("`pantheon schemes check` needs root (network namespaces, TUN)");
-            }
+            engine::clean::before_creating_namespaces("pantheon schemes check")?;
             let work = tempfile::Builder::new()
                 .prefix("pantheon-check-")
                 .tempdir()
