@@ -116,10 +116,6 @@ fn thirty() -> f64 {
     30.0
 }
 
-fn is_false(b: &bool) -> bool {
-    !b
-}
-
 /// `pantheon_metadata.json`. Durations are in seconds, as Pantheon's flags give them. Fields
 /// absent from a file read back take Pantheon's defaults (one run of 30 s, one flow).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -145,8 +141,8 @@ pub struct Metadata {
     /// Time between flow starts, s.
     #[serde(default)]
     pub interval: f64,
-    /// `--random-order`.
-    #[serde(default, skip_serializing_if = "is_false")]
+    /// `--random-order` (written always, as Pantheon's `vars(args)` does).
+    #[serde(default)]
     pub random_order: bool,
     /// Wait after starting the first side, s (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
