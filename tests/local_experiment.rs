@@ -44,9 +44,15 @@ fn iperf3_pids() -> Vec<u32> {
         .collect()
 }
 
-/// Runs `pantheon run local` for `runtime` seconds per run with `args`, then asserts that nothing it created is left:
-/// no namespace with the run's prefix, no iperf3 process that was not there before.
+/// Runs `pantheon run local` for `runtime` seconds per run with `args`, expecting every run to
+/// end normally (exit status 0), then asserts that nothing it created is left.
 fn run(name: &str, runtime: &str, args: &[&str]) -> Experiment {
+    run_expecting(name, runtime, args, 0)
+}
+
+/// [`run`], expecting exit status `code`; asserts that nothing it created is left: no
+/// namespace with the run's prefix, no iperf3 process that was not there before.
+fn run_expecting(name: &str, runtime: &str, args: &[&str], code: i32) -> Experiment {
     let dir = std::env::temp_dir().join(format!("pantheon-e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let before = iperf3_pids();
@@ -67,7 +73,7 @@ fn run(name: &str, runtime: &str, args: &[&str]) -> Experiment {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "pantheon failed:\n{output}");
+    assert_eq!(out.status.code(), Some(code), "pantheon:\n{output}");
     let exp = Experiment { dir, output };
 
     let meta = read_json(&exp.dir.join("pantheon_metadata.json"));
@@ -254,7 +260,8 @@ fn named_calibrated_emulator_with_poisson_delivery() {
 fn failing_scheme_does_not_stop_the_next_one_and_notes_reach_the_summary() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/schemes");
-    let exp = run(
+    // A run failed: exit status 1, the failed runs named at the end.
+    let exp = run_expecting(
         "failing",
         "4",
         &[
@@ -265,6 +272,12 @@ fn failing_scheme_does_not_stop_the_next_one_and_notes_reach_the_summary() {
             "--prepend-mm-cmds",
             "mm-delay 5",
         ],
+        1,
+    );
+    assert!(
+        exp.output.contains("1 of 2 runs failed (broken run 1)"),
+        "{}",
+        exp.output
     );
     let runs = read_json(&exp.dir.join("pantheon_runs.json"));
     let runs = runs.as_array().unwrap();

@@ -496,7 +496,9 @@ fn a_killed_agent_fails_its_run_only_and_serves_again_after_a_restart() {
     tb.agents[1] = restarted;
     let out = child.wait_with_output().unwrap();
     let log = text(&out);
-    assert!(out.status.success(), "{log}");
+    // Run 1 failed, run 2 ran: exit status 1, naming the failed run.
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("1 of 2 runs failed (cubic run 1)"), "{log}");
     let runs = read_json(&dir.join("pantheon_runs.json"));
     assert_eq!(runs[0]["status"], "failed", "{runs}");
     assert!(

@@ -30,6 +30,10 @@ pub(crate) mod trace;
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Run an experiment (needs root: it creates network namespaces and TUN devices).
+    ///
+    /// Exit status: 0 every run ended normally; 1 some run failed (a failed scheme does not
+    /// stop the others; the failed runs are listed at the end and in pantheon_runs.json); 2 the
+    /// experiment could not start (bad flags, a results directory in use…); 130 interrupted.
     Run {
         #[command(subcommand)]
         mode: run::RunMode,

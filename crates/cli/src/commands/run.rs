@@ -356,7 +356,8 @@ type RunOne<'a> = &'a dyn Fn(&Scheme, u32, &str, &dyn Fn(f64)) -> runner::RunRec
 /// Runs every scheme `run_times` times with `run_one` (given the scheme, run id, a unique tag
 /// `<prefix>-<n>` and a progress callback), with a progress bar; records each run in
 /// `pantheon_runs.json` as it ends; stops after the current run on Ctrl-C; then analyses the
-/// results directory and prints the summary. Exit status 130 when interrupted.
+/// results directory and prints the summary. Exit status: 0 when every run ended normally, 1
+/// when some run failed (the others ran; the failed ones are listed), 130 when interrupted.
 fn run_experiment(
     plan: &ExperimentPlan,
     registry: &Registry,
@@ -378,6 +379,7 @@ fn run_experiment(
             .expect("valid template"),
     );
     let mut seq = 0usize;
+    let mut failed = Vec::new();
     'runs: for run_id in plan.start_run_id..plan.start_run_id.saturating_add(plan.run_times) {
         for name in &plan.schemes {
             let scheme = registry.get(name)?;
@@ -395,6 +397,9 @@ fn run_experiment(
                 RunOutcome::Interrupted => format!("{name} run {run_id}: interrupted"),
             };
             bar.suspend(|| eprintln!("{line}"));
+            if let RunOutcome::Failed { .. } = rec.outcome {
+                failed.push(format!("{name} run {run_id}"));
+            }
             rec.append_to(&plan.data_dir)?;
             if INTERRUPTED.load(Ordering::SeqCst) {
                 break 'runs;
@@ -407,11 +412,18 @@ fn run_experiment(
     }
     let md = analyze::analyze_dir(&plan.data_dir, registry)?;
     println!("{md}");
-    Ok(if INTERRUPTED.load(Ordering::SeqCst) {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        return Ok(ExitCode::from(130));
+    }
+    if !failed.is_empty() {
+        eprintln!(
+            "{} of {seq} runs failed ({}): see pantheon_runs.json and pantheon_summary.md",
+            failed.len(),
+            failed.join(", ")
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
