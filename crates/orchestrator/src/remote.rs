@@ -459,12 +459,11 @@ pub fn start_experiment(
         version: i.version.clone(),
         sysctls: i.sysctls.clone().into_iter().collect(),
     };
-    // The versions of the node that runs the senders, as it reported them now.
-    let sender_info = match opts.sender {
-        Node::Local => &li,
-        Node::Remote => &ri,
-    };
-    let scheme_versions = sender_info
+    // The versions of the node that runs the senders, as it reports them now.
+    let scheme_versions = nodes
+        .get(opts.sender)
+        .info_with_versions()
+        .with_context(|| format!("{} agent", opts.sender.name()))?
         .schemes
         .iter()
         .filter(|s| plan.schemes.contains(&s.name) && !s.version.is_empty())

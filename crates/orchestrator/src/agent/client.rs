@@ -67,9 +67,20 @@ impl AgentClient {
             .map_err(|s| anyhow!("agent {}: {what}: {}", self.addr, describe(&s)))
     }
 
-    /// Node info.
+    /// Node info (without scheme versions: see [`AgentClient::info_with_versions`]).
     pub fn info(&self) -> anyhow::Result<proto::NodeInfo> {
-        self.call("info", async |g| g.info(proto::InfoRequest {}).await)
+        self.call("info", async |g| {
+            g.info(proto::InfoRequest::default()).await
+        })
+    }
+
+    /// Node info with each runnable scheme's version (`SchemeStatus.version`), which the agent
+    /// probes by running the schemes' programs: once per experiment.
+    pub fn info_with_versions(&self) -> anyhow::Result<proto::NodeInfo> {
+        let req = proto::InfoRequest {
+            scheme_versions: true,
+        };
+        self.call("info", async |g| g.info(req).await)
     }
 
     /// Waits up to `timeout` for the agent to answer (it may be restarting); its info.

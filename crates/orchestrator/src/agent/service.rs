@@ -318,7 +318,9 @@ impl Inner {
         }
     }
 
-    fn info(&self) -> proto::NodeInfo {
+    /// The node's info; with `versions`, each runnable scheme's version too (a process per
+    /// scheme, so only when asked).
+    fn info(&self, versions: bool) -> proto::NodeInfo {
         use engine::analyze::read_sysctl;
         let read = |name: &str| read_sysctl(name).unwrap_or_default();
         let sysctls = engine::analyze::REPORTED_SYSCTLS
@@ -335,7 +337,7 @@ impl Inner {
                 proto::SchemeStatus {
                     name: s.name.clone(),
                     runnable: why.is_none(),
-                    version: if why.is_none() {
+                    version: if versions && why.is_none() {
                         s.version()
                     } else {
                         String::new()
@@ -430,8 +432,11 @@ pub async fn sntp_samples(server: &str, samples: u32) -> Result<Vec<Measurement>
 
 #[tonic::async_trait]
 impl Agent for AgentService {
-    async fn info(&self, _: Request<proto::InfoRequest>) -> Reply<proto::NodeInfo> {
-        self.blocking(|i| Ok(i.info())).await.map(Response::new)
+    async fn info(&self, request: Request<proto::InfoRequest>) -> Reply<proto::NodeInfo> {
+        let versions = request.into_inner().scheme_versions;
+        self.blocking(move |i| Ok(i.info(versions)))
+            .await
+            .map(Response::new)
     }
 
     async fn prepare_schemes(
