@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use emucal::mm::EmulatedPath;
-use emucal::runtime::Emulator;
+use emucal::emulator::Emulator;
+use emucal::runtime::RunningEmulator;
 use netns::NetNs;
 
 mod common;
@@ -123,7 +123,7 @@ struct Testbed {
     dir: PathBuf,
     agents: Vec<Agent>,
     sntp: Option<Sntp>,
-    emulator: Option<Emulator>,
+    emulator: Option<RunningEmulator>,
     // Dropped last: removing a namespace also removes its devices.
     namespaces: Vec<NetNs>,
 }
@@ -204,16 +204,18 @@ impl Testbed {
             "via",
             "10.77.2.1",
         ]);
-        let path = EmulatedPath::from_pantheon_flags(
+        let path = Emulator::from_pantheon_flags(
             PREPEND,
             Path::new(TRACE),
             Path::new(TRACE),
             LINK_ARGS,
             "",
         )
+        .and_then(|e| e.load())
         .expect("the test's path");
         tb.emulator = Some(
-            Emulator::start(&path, &tb.namespaces[0], &tb.namespaces[1], 7).expect("emulator"),
+            RunningEmulator::start(&path, &tb.namespaces[0], &tb.namespaces[1], 7)
+                .expect("emulator"),
         );
         tb.sntp = Some(Sntp::start(&tb.namespaces[2]));
         let out = pantheon(

@@ -19,8 +19,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use netns::NetNs;
+use pantheon_emucal::emulator::Emulator;
 use pantheon_emucal::mm::{EmulatedPath, LinkDirection};
-use pantheon_emucal::runtime::{Emulator, OUTER_ADDR};
+use pantheon_emucal::runtime::{RunningEmulator, OUTER_ADDR};
 use pantheon_emucal::trace::Trace;
 
 const PAYLOAD: usize = 1472; // + 28 bytes of IP/UDP = one 1500-byte packet per opportunity
@@ -45,7 +46,9 @@ fn setup(tag: &str, rate_mbps: f64, prepend: &str) -> Setup {
     std::fs::create_dir_all(&dir).unwrap();
     let trace = dir.join("link.trace");
     std::fs::write(&trace, Trace::constant_rate(rate_mbps).unwrap().to_text()).unwrap();
-    let path = EmulatedPath::from_pantheon_flags(prepend, &trace, &trace, "", "").unwrap();
+    let path = Emulator::from_pantheon_flags(prepend, &trace, &trace, "", "")
+        .and_then(|e| e.load())
+        .unwrap();
     let pid = std::process::id();
     let outer = NetNs::create(&format!("emb-{pid}-{tag}-o")).unwrap();
     let inner = NetNs::create(&format!("emb-{pid}-{tag}-i")).unwrap();
@@ -70,7 +73,7 @@ enum Pacing {
 /// Sends `PAYLOAD`-byte datagrams for `secs` from the inner namespace to the outer one, each
 /// stamped with its sequence number and send time (ns since the emulator's epoch); returns
 /// (sent, (send ns, receive ns) per received packet in sequence order).
-fn udp_run(s: &Setup, emu: &Emulator, pacing: Pacing, secs: f64) -> (u64, Vec<(u64, u64)>) {
+fn udp_run(s: &Setup, emu: &RunningEmulator, pacing: Pacing, secs: f64) -> (u64, Vec<(u64, u64)>) {
     let epoch = emu.epoch();
     let rx = s
         .outer
@@ -176,7 +179,7 @@ fn rate(secs: f64) {
     );
     for r in [1.0, 10.0, 100.0, 1000.0] {
         let s = setup(&format!("r{r}"), r, "");
-        let emu = Emulator::start(&s.path, &s.outer, &s.inner, 1).unwrap();
+        let emu = RunningEmulator::start(&s.path, &s.outer, &s.inner, 1).unwrap();
         let secs = if r < 5.0 { secs.max(10.0) } else { secs };
         let (sent, got) = udp_run(&s, &emu, Pacing::Rate(r * 1.05), secs);
         let (first, last) = (got.first().unwrap().1, got.last().unwrap().1);
@@ -208,7 +211,7 @@ fn delay(secs: f64) {
     );
     {
         let s = setup("d", 100.0, "mm-delay 10");
-        let emu = Emulator::start(&s.path, &s.outer, &s.inner, 1).unwrap();
+        let emu = RunningEmulator::start(&s.path, &s.outer, &s.inner, 1).unwrap();
         let (_, got) = udp_run(&s, &emu, Pacing::Slots(&[200, 350, 500, 650]), secs);
         drop(emu);
         // The ideal schedule: the same model fed the send times.
@@ -248,7 +251,7 @@ fn tcp(rate_mbps: f64, secs: u32, reps: u32) {
     let mut results = Vec::new();
     for rep in 0..reps {
         let s = setup(&format!("t{rep}"), rate_mbps, "");
-        let emu = Emulator::start(&s.path, &s.outer, &s.inner, 1).unwrap();
+        let emu = RunningEmulator::start(&s.path, &s.outer, &s.inner, 1).unwrap();
         let mut server = Command::new("ip")
             .args([
                 "netns",

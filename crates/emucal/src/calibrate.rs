@@ -9,7 +9,7 @@
 //! (`--uplink-delivery=poisson`, the paper's model of cellular paths). Five parameters: the
 //! bottleneck rate, the one-way propagation delay, the uplink DropTail size, the uplink i.i.d.
 //! loss rate and the delivery process — exactly the knobs of Pantheon's calibrated emulators
-//! ([`crate::presets`] builds those six with `Candidate::to_preset` too).
+//! ([`crate::presets`] builds those six with [`Candidate::emulator`] too).
 //!
 //! # The search
 //!
@@ -34,6 +34,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 
 use egobox_ego::{EgorServiceApi, EgorServiceBuilder, InfillStrategy, XType};
 use egobox_moe::MixintGpMixtureParams;
@@ -41,7 +42,9 @@ use ndarray::{Array2, Axis};
 
 use analyzer::stats::median;
 
-use crate::mm::Delivery;
+use crate::emulator::Emulator;
+use crate::mm::{Delivery, LinkDirection, LinkShell, Shell};
+use crate::queue::{Limits, QueueSpec};
 
 /// Errors of the calibration model and search.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -101,26 +104,29 @@ pub fn parse_delivery(s: &str) -> Option<Delivery> {
 }
 
 impl Candidate {
-    /// Pantheon's `--prepend-mm-cmds`: `mm-delay D` and, with loss, `mm-loss uplink L`.
-    pub fn prepend(&self) -> String {
-        let mut s = format!("mm-delay {}", self.delay_ms);
+    /// This candidate as an emulator with `trace` (a constant trace of `rate_mbps`) both ways:
+    /// `mm-delay D`, with loss `mm-loss uplink L` (L to six decimals, the search's resolution),
+    /// then `mm-link` with the uplink DropTail and, for Poisson deliveries, Poisson deliveries
+    /// both ways.
+    pub fn emulator(&self, trace: &Path) -> Emulator {
+        let mut shells = vec![Shell::Delay {
+            ms: self.delay_ms.into(),
+        }];
         if self.loss > 0.0 {
-            let _ = write!(s, " mm-loss uplink {}", fmt_loss(self.loss));
+            shells.push(Shell::Loss {
+                direction: LinkDirection::Uplink,
+                rate: (self.loss * 1e6).round() / 1e6,
+            });
         }
-        s
-    }
-
-    /// Pantheon's `--extra-mm-link-args`: the uplink DropTail and, for Poisson deliveries,
-    /// `--uplink-delivery=poisson --downlink-delivery=poisson`.
-    pub fn link_args(&self) -> String {
-        let mut s = format!(
-            "--uplink-queue=droptail --uplink-queue-args=packets={}",
-            self.queue_packets
-        );
-        if self.delivery == Delivery::Poisson {
-            s.push_str(" --uplink-delivery=poisson --downlink-delivery=poisson");
-        }
-        s
+        let mut link = LinkShell::new(trace.to_owned(), trace.to_owned());
+        link.uplink_queue = QueueSpec::DropTail(Limits {
+            packets: Some(self.queue_packets.into()),
+            bytes: None,
+        });
+        link.uplink_delivery = self.delivery;
+        link.downlink_delivery = self.delivery;
+        shells.push(Shell::Link(Box::new(link)));
+        Emulator::new(shells)
     }
 
     /// One-line description: `24.00 Mbit/s constant, 30 ms, 60 packets, loss 0.5000 %`.
@@ -516,20 +522,33 @@ mod tests {
     #[test]
     fn candidate_is_a_pantheon_emulator() {
         let c = hidden();
-        assert_eq!(c.prepend(), "mm-delay 30 mm-loss uplink 0.005");
+        let flags = |c: Candidate| c.emulator(Path::new("t")).pantheon_flags().unwrap();
+        let f = flags(c);
+        assert_eq!(f.prepend_mm_cmds, "mm-delay 30 mm-loss uplink 0.005");
         assert_eq!(
-            c.link_args(),
+            f.extra_mm_link_args,
             "--uplink-queue=droptail --uplink-queue-args=packets=60"
         );
+        assert_eq!(f.uplink_trace, Path::new("t"));
         let p = Candidate {
             loss: 0.0,
             delivery: Delivery::Poisson,
             ..c
         };
-        assert_eq!(p.prepend(), "mm-delay 30");
-        assert!(p
-            .link_args()
+        let f = flags(p);
+        assert_eq!(f.prepend_mm_cmds, "mm-delay 30");
+        assert!(f
+            .extra_mm_link_args
             .ends_with("--uplink-delivery=poisson --downlink-delivery=poisson"));
+        // Loss to the search's resolution, six decimals, and no further.
+        let fine = Candidate {
+            loss: 0.012_345_678,
+            ..c
+        };
+        assert_eq!(
+            flags(fine).prepend_mm_cmds,
+            "mm-delay 30 mm-loss uplink 0.012346"
+        );
         assert_eq!(
             c.describe(),
             "24.00 Mbit/s constant, 30 ms, 60 packets, loss 0.5000 %"

@@ -14,8 +14,10 @@
 //! - [`stage`]: link, delay, loss and on/off stages and the [`stage::Pipeline`] of one
 //!   direction.
 //! - [`linklog`]: mm-link's `--uplink-log` text format.
-//! - [`mm`]: chains of Mahimahi shells (`mm-delay 28 mm-link up down -- cmd`) and Pantheon's
-//!   `--prepend-mm-cmds`/`--extra-mm-link-args` strings → [`mm::EmulatedPath`].
+//! - [`mm`]: chains of Mahimahi shells (`mm-delay 28 mm-link up down -- cmd`): parsed into
+//!   [`mm::Shell`]s, rendered back as words, loaded into the runnable [`mm::EmulatedPath`].
+//! - [`emulator`]: the typed [`emulator::Emulator`] that plans, presets and calibration hand to
+//!   the runner; Pantheon's `--prepend-mm-cmds`/`--extra-mm-link-args` strings in and out.
 //! - [`presets`]: the emulator library (Pantheon's calibrated and pathological emulators).
 //! - [`runtime`]: TUN devices + ferry threads.
 //! - [`calibrate`]: the paper's five-parameter emulator and the Bayesian search that fits it to
@@ -36,6 +38,7 @@
 //! ```
 
 pub mod calibrate;
+pub mod emulator;
 pub mod fit;
 pub mod linklog;
 pub mod mm;

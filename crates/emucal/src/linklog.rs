@@ -303,7 +303,8 @@ mod tests {
         .map(str::to_owned)
         .collect();
         let chain = parse_chain(&words).unwrap();
-        let Shell::Link(link) = &chain.shells[1] else {
+        let path = crate::mm::EmulatedPath::load(chain.shells, chain.command).unwrap();
+        let Shell::Link(link) = &path.shells[1] else {
             panic!()
         };
         let h = header(
@@ -327,7 +328,6 @@ mod tests {
         );
         // Events of a real run of the stage: a 1500-byte packet at 0.5 ms, a second dropped
         // (packets=1, the first still queued), both opportunities at 1 and 2 ms logged.
-        let path = crate::mm::EmulatedPath::from_chain(chain.shells.clone(), &words);
         let (mut p, links): (Pipeline, _) = path.pipeline(LinkDirection::Uplink, 0);
         assert_eq!(links[0].0, 0);
         p.push(MS / 2, vec![0; 1500]);

@@ -28,7 +28,7 @@ pub enum MmError {
 }
 
 /// One direction of a shell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum LinkDirection {
     /// Leaving the innermost shell (sender → receiver in Pantheon's local mode).
     Uplink,
@@ -37,6 +37,14 @@ pub enum LinkDirection {
 }
 
 impl LinkDirection {
+    /// `uplink` / `downlink`, as Mahimahi's shells take it.
+    pub fn word(self) -> &'static str {
+        match self {
+            LinkDirection::Uplink => "uplink",
+            LinkDirection::Downlink => "downlink",
+        }
+    }
+
     /// `Uplink` / `Downlink`, as in mm-link's log header.
     pub fn title(self) -> &'static str {
         match self {
@@ -46,8 +54,9 @@ impl LinkDirection {
     }
 }
 
-/// One Mahimahi shell.
-#[derive(Debug, Clone, serde::Serialize)]
+/// One Mahimahi shell. As data (serde), it is what [`crate::emulator::Emulator`] is made of;
+/// [`Shell::words`] renders it as Mahimahi's words and [`parse_chain`] reads them back.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Shell {
     /// `mm-delay DELAY_MS`: this one-way delay in each direction.
     Delay {
@@ -96,7 +105,7 @@ pub enum Shell {
 }
 
 /// How an mm-link direction schedules its delivery opportunities.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Delivery {
     /// At the trace's times, repeating (Mahimahi).
     #[default]
@@ -106,7 +115,7 @@ pub enum Delivery {
 }
 
 /// Format of mm-link's `--uplink-log`/`--downlink-log` files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum LogFormat {
     /// Mahimahi's text (`T + LEN` …, whole ms).
     #[default]
@@ -117,16 +126,20 @@ pub enum LogFormat {
 
 /// `mm-link UPLINK_TRACE DOWNLINK_TRACE [--uplink-queue=… --uplink-queue-args=… --once
 /// --uplink-log=FILE --downlink-log=FILE]`.
-#[derive(Debug, Clone, serde::Serialize)]
+///
+/// The traces are named by file; their opportunities (`uplink`, `downlink`), the log header's
+/// `argv` and `enclosing_prefix` are filled when the path is loaded ([`EmulatedPath::load`])
+/// and are not part of the shell's serde form.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LinkShell {
     /// Uplink trace file.
     pub uplink_trace: PathBuf,
     /// Downlink trace file.
     pub downlink_trace: PathBuf,
-    /// Parsed uplink trace.
+    /// Parsed uplink trace (empty until loaded).
     #[serde(skip)]
     pub uplink: Trace,
-    /// Parsed downlink trace.
+    /// Parsed downlink trace (empty until loaded).
     #[serde(skip)]
     pub downlink: Trace,
     /// Uplink queue.
@@ -145,15 +158,77 @@ pub struct LinkShell {
     pub downlink_delivery: Delivery,
     /// `--log-format=mahimahi|binary` (ours) for both logs.
     pub log_format: LogFormat,
-    /// The shell's own argv as Mahimahi would see it (`mm-link` … command), for log headers.
+    /// The shell's own argv as Mahimahi would see it (`mm-link` …, the shells inside it, the
+    /// command), for log headers; empty until loaded.
     #[serde(skip)]
     pub argv: Vec<String>,
-    /// `MAHIMAHI_SHELL_PREFIX` of the shells around it (`[delay 28 ms] `), for log headers.
+    /// `MAHIMAHI_SHELL_PREFIX` of the shells around it (`[delay 28 ms] `), for log headers;
+    /// empty until loaded.
     #[serde(skip)]
     pub enclosing_prefix: String,
 }
 
 impl LinkShell {
+    /// `mm-link UPLINK_TRACE DOWNLINK_TRACE` with mm-link's defaults: infinite queues, trace
+    /// delivery, no logs, Mahimahi's log format. The traces are read when the path is loaded.
+    pub fn new(uplink_trace: PathBuf, downlink_trace: PathBuf) -> LinkShell {
+        LinkShell {
+            uplink_trace,
+            downlink_trace,
+            uplink: Trace::default(),
+            downlink: Trace::default(),
+            uplink_queue: QueueSpec::Infinite,
+            downlink_queue: QueueSpec::Infinite,
+            once: false,
+            uplink_log: None,
+            downlink_log: None,
+            uplink_delivery: Delivery::Trace,
+            downlink_delivery: Delivery::Trace,
+            log_format: LogFormat::Mahimahi,
+            argv: Vec::new(),
+            enclosing_prefix: String::new(),
+        }
+    }
+
+    /// mm-link's options that differ from its defaults, as words in [`parse_chain`]'s
+    /// vocabulary (Pantheon's `--extra-mm-link-args`): `--uplink-queue=droptail
+    /// --uplink-queue-args=packets=50 --uplink-delivery=poisson` …
+    pub fn option_words(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        for (name, q) in [
+            ("uplink", self.uplink_queue),
+            ("downlink", self.downlink_queue),
+        ] {
+            if q != QueueSpec::Infinite {
+                w.push(format!("--{name}-queue={}", q.kind()));
+                w.push(format!("--{name}-queue-args={}", q.args()));
+            }
+        }
+        if self.once {
+            w.push("--once".into());
+        }
+        for (name, log) in [
+            ("uplink", &self.uplink_log),
+            ("downlink", &self.downlink_log),
+        ] {
+            if let Some(log) = log {
+                w.push(format!("--{name}-log={}", log.display()));
+            }
+        }
+        for (name, d) in [
+            ("uplink", self.uplink_delivery),
+            ("downlink", self.downlink_delivery),
+        ] {
+            if d == Delivery::Poisson {
+                w.push(format!("--{name}-delivery=poisson"));
+            }
+        }
+        if self.log_format == LogFormat::Binary {
+            w.push("--log-format=binary".into());
+        }
+        w
+    }
+
     /// Trace, queue, log file, trace file and delivery of one direction.
     pub fn direction(&self, d: LinkDirection) -> LinkSide<'_> {
         match d {
@@ -191,6 +266,54 @@ pub struct LinkSide<'a> {
 }
 
 impl Shell {
+    /// The shell as Mahimahi's words, without its command: `["mm-delay", "28"]`,
+    /// `["mm-link", "up.trace", "down.trace", "--uplink-queue=droptail", …]`. The inverse of
+    /// [`parse_chain`]: parsing the words gives this shell back. Numbers are written in their
+    /// shortest exact form (`0.0477`, `12`).
+    pub fn words(&self) -> Vec<String> {
+        let program = self.program().to_owned();
+        match self {
+            Shell::Delay { ms } => vec![program, ms.to_string()],
+            Shell::Loss { direction, rate } => {
+                vec![program, direction.word().into(), rate.to_string()]
+            }
+            Shell::Switch {
+                direction,
+                mean_on_s,
+                mean_off_s,
+                ..
+            } => vec![
+                program,
+                direction.word().into(),
+                mean_on_s.to_string(),
+                mean_off_s.to_string(),
+            ],
+            Shell::Link(l) => {
+                let mut w = vec![
+                    program,
+                    l.uplink_trace.display().to_string(),
+                    l.downlink_trace.display().to_string(),
+                ];
+                w.extend(l.option_words());
+                w
+            }
+            Shell::Policer {
+                direction,
+                rate_mbps,
+                burst_bytes,
+            } => vec![
+                program,
+                direction.word().into(),
+                rate_mbps.to_string(),
+                burst_bytes.to_string(),
+            ],
+            Shell::Aggregate {
+                direction,
+                interval_ms,
+            } => vec![program, direction.word().into(), interval_ms.to_string()],
+        }
+    }
+
     /// The shell's program name (`mm-delay`, …, `pt-policer`).
     pub fn program(&self) -> &'static str {
         match self {
@@ -237,13 +360,18 @@ impl Shell {
     }
 }
 
-/// The emulated path: shells from outermost to innermost.
+/// The emulated path, ready to run: shells from outermost to innermost with every mm-link's
+/// traces read ([`EmulatedPath::load`]; the description it is loaded from is
+/// [`crate::emulator::Emulator`]).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct EmulatedPath {
     /// The shells, outermost first.
     pub shells: Vec<Shell>,
-    /// The command line as Mahimahi would be invoked, for reports.
+    /// The chain as Mahimahi would be invoked (without the command), for reports.
     pub command_line: String,
+    /// The command run in the innermost shell, for mm-link's log headers (empty in an
+    /// experiment, whose programs the runner starts itself).
+    pub command: Vec<String>,
     /// `--ms-clock`: stages see time on Mahimahi's integer-ms clock.
     pub ms_clock: bool,
 }
@@ -408,7 +536,8 @@ fn parse_link_options(
 /// `mm-delay 28 mm-loss uplink 0.004 mm-link up.trace down.trace --uplink-queue=droptail
 /// --uplink-queue-args=packets=50 -- iperf3 -c $MAHIMAHI_BASE`. Every shell's command is the
 /// rest of the words, as in Mahimahi; the chain ends at the first word that is not a shell
-/// (a `--` there is skipped), and the rest is the command. Trace files are read here.
+/// (a `--` there is skipped), and the rest is the command. No file is read: trace files are
+/// read when the path is loaded ([`EmulatedPath::load`]).
 ///
 /// Shells: `mm-delay DELAY_MS`, `mm-loss uplink|downlink RATE`, `mm-onoff` and
 /// `mm-intermittent uplink|downlink MEAN_ON_S MEAN_OFF_S`, `mm-link UP DOWN [options]`, and
@@ -417,7 +546,6 @@ fn parse_link_options(
 pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
     let mut shells = Vec::new();
     let mut i = 0;
-    let mut prefix = String::new();
     while let Some(word) = words.get(i) {
         let arg = |k: usize| words.get(i + k);
         let shell = match word.as_str() {
@@ -466,25 +594,8 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
                 let (Some(up), Some(down)) = (arg(1), arg(2)) else {
                     return Err(syntax("mm-link needs UPLINK_TRACE DOWNLINK_TRACE".into()));
                 };
-                let start = i;
-                let mut link = LinkShell {
-                    uplink_trace: PathBuf::from(up),
-                    downlink_trace: PathBuf::from(down),
-                    uplink: Trace::load(Path::new(up))?,
-                    downlink: Trace::load(Path::new(down))?,
-                    uplink_queue: QueueSpec::Infinite,
-                    downlink_queue: QueueSpec::Infinite,
-                    once: false,
-                    uplink_log: None,
-                    downlink_log: None,
-                    uplink_delivery: Delivery::Trace,
-                    downlink_delivery: Delivery::Trace,
-                    log_format: LogFormat::Mahimahi,
-                    argv: Vec::new(),
-                    enclosing_prefix: prefix.clone(),
-                };
+                let mut link = LinkShell::new(PathBuf::from(up), PathBuf::from(down));
                 i = parse_link_options(words, i + 3, &mut link)?;
-                link.argv = words[start..].to_vec();
                 Shell::Link(Box::new(link))
             }
             "pt-policer" => {
@@ -514,7 +625,6 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
             }
             _ => break,
         };
-        prefix.push_str(&shell.prefix());
         shells.push(shell);
         if words.get(i).is_some_and(|w| w == "--") {
             i += 1;
@@ -594,81 +704,50 @@ pub fn mahimahi_argv(chain: &Chain, chain_words: &[String]) -> Result<Vec<String
     Ok(argv)
 }
 
-/// The words of `PREPEND mm-link UP DOWN LINK_ARGS`, the chain Pantheon's flags (and an
-/// emulator preset) describe.
-pub fn link_chain_words(
-    prepend: &str,
-    uplink_trace: &Path,
-    downlink_trace: &Path,
-    link_args: &str,
-) -> Vec<String> {
-    prepend
-        .split_whitespace()
-        .map(str::to_owned)
-        .chain([
-            "mm-link".to_owned(),
-            uplink_trace.display().to_string(),
-            downlink_trace.display().to_string(),
-        ])
-        .chain(link_args.split_whitespace().map(str::to_owned))
-        .collect()
-}
-
 impl EmulatedPath {
-    /// The path of a parsed chain, its command line being the chain's words.
-    pub fn from_chain(shells: Vec<Shell>, words: &[String]) -> EmulatedPath {
-        EmulatedPath {
-            shells,
-            command_line: words.join(" "),
-            ms_clock: false,
+    /// Loads `shells` (outermost first) to run them with `command` in the innermost one:
+    /// every mm-link's traces are read (errors name the file, and the line of a malformed
+    /// one) and its log header's argv and enclosing prefix filled.
+    pub fn load(shells: Vec<Shell>, command: Vec<String>) -> Result<EmulatedPath, MmError> {
+        let mut shells = shells;
+        for shell in &mut shells {
+            if let Shell::Link(l) = shell {
+                l.uplink = Trace::load(&l.uplink_trace)?;
+                l.downlink = Trace::load(&l.downlink_trace)?;
+            }
         }
+        let mut path = EmulatedPath {
+            command_line: shells
+                .iter()
+                .flat_map(Shell::words)
+                .collect::<Vec<_>>()
+                .join(" "),
+            shells,
+            command,
+            ms_clock: false,
+        };
+        path.fill_link_headers();
+        Ok(path)
     }
 
-    /// Builds the path Pantheon's `setup_mm_cmd` would run:
-    /// `[prepend…] mm-link UP DOWN [extra…] [append…]`. Errors on a bad trace (file and line)
-    /// or shell argument, and on a word that is no shell, naming the flag it came from
-    /// (`--prepend-mm-cmds`, `--extra-mm-link-args` or `--append-mm-cmds`).
-    pub fn from_pantheon_flags(
-        prepend: &str,
-        uplink_trace: &Path,
-        downlink_trace: &Path,
-        extra_link_args: &str,
-        append: &str,
-    ) -> Result<EmulatedPath, MmError> {
-        let mut words = link_chain_words(prepend, uplink_trace, downlink_trace, extra_link_args);
-        words.push("--".into());
-        words.extend(append.split_whitespace().map(str::to_owned));
-        let chain = parse_chain(&words)?;
-        if let Some(other) = chain.command.first() {
-            // The command is the words' tail: where it starts tells which flag held the word.
-            let at = words.len() - chain.command.len();
-            let prepended = prepend.split_whitespace().count();
-            let linked = prepended + 3 + extra_link_args.split_whitespace().count();
-            let flag = if at < prepended {
-                "--prepend-mm-cmds"
-            } else if at < linked {
-                "--extra-mm-link-args"
-            } else {
-                "--append-mm-cmds"
-            };
-            return Err(syntax(format!(
-                "unknown Mahimahi shell `{other}` in {flag} (supported: {SHELL_NAMES})"
-            )));
+    /// Each mm-link's `argv` (its words, the shells inside it, `--` and the command) and
+    /// `enclosing_prefix` (the prefixes of the shells around it), as Mahimahi's log header
+    /// shows them.
+    fn fill_link_headers(&mut self) {
+        let mut prefix = String::new();
+        for i in 0..self.shells.len() {
+            let mut argv: Vec<String> = self.shells[i..].iter().flat_map(Shell::words).collect();
+            if !self.command.is_empty() {
+                argv.push("--".into());
+                argv.extend(self.command.iter().cloned());
+            }
+            let next = self.shells[i].prefix();
+            if let Shell::Link(l) = &mut self.shells[i] {
+                l.argv = argv;
+                l.enclosing_prefix = prefix.clone();
+            }
+            prefix.push_str(&next);
         }
-        let link = format!(
-            "mm-link {} {}",
-            uplink_trace.display(),
-            downlink_trace.display()
-        );
-        let parts: Vec<&str> = [prepend.trim(), &link, extra_link_args.trim(), append.trim()]
-            .into_iter()
-            .filter(|p| !p.is_empty())
-            .collect();
-        Ok(EmulatedPath {
-            shells: chain.shells,
-            command_line: parts.join(" "),
-            ms_clock: false,
-        })
     }
 
     /// The same path with the (first) mm-link's logs written to `uplink`/`downlink`, as
@@ -676,12 +755,10 @@ impl EmulatedPath {
     pub fn with_link_logs(&self, uplink: PathBuf, downlink: PathBuf) -> EmulatedPath {
         let mut path = self.clone();
         if let Some(Shell::Link(l)) = path.shells.iter_mut().find(|s| matches!(s, Shell::Link(_))) {
-            l.argv.push(format!("--uplink-log={}", uplink.display()));
-            l.argv
-                .push(format!("--downlink-log={}", downlink.display()));
             l.uplink_log = Some(uplink);
             l.downlink_log = Some(downlink);
         }
+        path.fill_link_headers();
         path
     }
 
@@ -831,8 +908,18 @@ mod tests {
         assert!(l.once);
         assert_eq!(l.uplink_log.as_deref(), Some(Path::new("/tmp/up.log")));
         assert_eq!(l.downlink_log, None);
+        // Loading reads the traces and fills the log header's argv and prefix.
+        assert!(l.uplink.opportunities_ms.is_empty());
+        let path = EmulatedPath::load(chain.shells.clone(), chain.command.clone()).unwrap();
+        let Shell::Link(l) = &path.shells[2] else {
+            panic!("third shell is mm-link")
+        };
+        assert_eq!(l.uplink.opportunities_ms, [1, 2, 3, 4, 6]);
         assert_eq!(l.enclosing_prefix, "[delay 28 ms] [loss up=0.004] ");
         assert_eq!(l.argv[0], "mm-link");
+        assert!(l
+            .argv
+            .contains(&"--uplink-queue-args=packets=50".to_owned()));
         assert_eq!(l.argv.last().unwrap(), "$MAHIMAHI_BASE");
         // A command right after a non-link shell, with or without `--`.
         let c = parse_chain(&words("mm-delay 5 ping -c 1 x")).unwrap();
@@ -851,7 +938,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("uplink queue") && e.contains("pie"), "{e}");
-        let e = parse_chain(&words(&format!("mm-link {t} /nonexistent/x.trace")))
+        let missing = parse_chain(&words(&format!("mm-link {t} /nonexistent/x.trace"))).unwrap();
+        let e = EmulatedPath::load(missing.shells, vec![])
             .unwrap_err()
             .to_string();
         assert!(e.contains("/nonexistent/x.trace"), "{e}");
@@ -859,40 +947,33 @@ mod tests {
     }
 
     #[test]
-    fn unknown_shell_names_its_flag() {
-        let d = TraceDir::new("flags");
-        let trace = PathBuf::from(d.trace());
-        let err = |prepend: &str, extra: &str, append: &str| {
-            EmulatedPath::from_pantheon_flags(prepend, &trace, &trace, extra, append)
-                .unwrap_err()
-                .to_string()
-        };
-        let e = err("mm-foo 3", "", "");
-        assert!(e.contains("`mm-foo` in --prepend-mm-cmds"), "{e}");
-        let e = err(
-            "mm-delay 28 mm-foo 3",
-            "--uplink-queue=droptail",
-            "mm-delay 1",
+    fn words_are_what_parse_chain_reads() {
+        let d = TraceDir::new("words");
+        let t = d.trace();
+        let line = format!(
+            "mm-delay 28 mm-loss uplink 0.0477 mm-onoff downlink 1.5 0.25 mm-intermittent uplink \
+             2 1 pt-policer uplink 12.5 15000 pt-aggregate downlink 2.5 mm-link {t} {t} \
+             --uplink-queue=droptail --uplink-queue-args=packets=50 --downlink-queue=codel \
+             --downlink-queue-args=packets=100,target=5,interval=100 --once \
+             --uplink-log=/tmp/up.log --downlink-log=/tmp/down.log --uplink-delivery=poisson \
+             --log-format=binary mm-delay 3"
         );
-        assert!(e.contains("`mm-foo` in --prepend-mm-cmds"), "{e}");
-        let e = err("mm-delay 28", "droptail", "");
-        assert!(e.contains("`droptail` in --extra-mm-link-args"), "{e}");
-        let e = err("mm-delay 28", "", "mm-delay 2 mm-bar");
-        assert!(e.contains("`mm-bar` in --append-mm-cmds"), "{e}");
-        let e = err(
-            "",
-            "--uplink-queue=droptail --uplink-queue-args=packets=5",
-            "mm-bar",
-        );
-        assert!(e.contains("`mm-bar` in --append-mm-cmds"), "{e}");
+        let chain = parse_chain(&words(&line)).unwrap();
+        assert_eq!(chain.shells.len(), 8);
+        let rendered: Vec<String> = chain.shells.iter().flat_map(Shell::words).collect();
+        assert_eq!(rendered, words(&line));
+        assert_eq!(parse_chain(&rendered).unwrap().shells, chain.shells);
+        // A default mm-link has no options.
+        let link = LinkShell::new("a".into(), "b".into());
+        assert_eq!(Shell::Link(Box::new(link)).words(), ["mm-link", "a", "b"]);
     }
 
     #[test]
     fn uplink_crosses_innermost_first() {
         let d = TraceDir::new("order");
         let trace = PathBuf::from(d.trace());
-        let path =
-            EmulatedPath::from_pantheon_flags("mm-delay 28", &trace, &trace, "", "").unwrap();
+        let load = |line: String| EmulatedPath::load(parse_chain(&words(&line))?.shells, vec![]);
+        let path = load(format!("mm-delay 28 mm-link {0} {0}", trace.display())).unwrap();
         assert!(path.command_line.starts_with("mm-delay 28 mm-link "));
         // Uplink: link (opportunity at 1 ms) then 28 ms delay → 29 ms.
         let (mut up, logged) = path.pipeline(LinkDirection::Uplink, 1);
@@ -908,7 +989,11 @@ mod tests {
         assert!(down.pop().is_none());
         down.advance(30 * MS);
         assert_eq!(down.pop().map(|p| p.0), Some(30 * MS));
-        let missing = EmulatedPath::from_pantheon_flags("", &d.0.join("nope"), &trace, "", "");
+        let missing = load(format!(
+            "mm-link {} {}",
+            d.0.join("nope").display(),
+            d.trace()
+        ));
         assert!(missing.unwrap_err().to_string().contains("nope"));
         // Pantheon's run writes both link logs; the logged stage is the link (index 0 uplink).
         let logged = path.with_link_logs("u.log".into(), "d.log".into());
@@ -917,7 +1002,10 @@ mod tests {
         assert_eq!(links[0].0, 0);
         let (_, links) = logged.pipeline(LinkDirection::Downlink, 1);
         assert_eq!(links[0].0, 1);
-        assert!(links[0].1.argv.contains(&"--downlink-log=d.log".to_owned()));
+        assert_eq!(
+            links[0].1.argv[3..],
+            ["--uplink-log=u.log", "--downlink-log=d.log"]
+        );
     }
 
     #[test]
@@ -951,7 +1039,7 @@ mod tests {
         assert_eq!(l.log_format, LogFormat::Binary);
         // Each stage sits in its direction only: uplink = link, policer, delay; downlink =
         // delay, aggregate, link.
-        let path = EmulatedPath::from_chain(chain.shells.clone(), &w);
+        let path = EmulatedPath::load(chain.shells.clone(), chain.command.clone()).unwrap();
         let (mut up, _) = path.pipeline(LinkDirection::Uplink, 1);
         assert!(matches!(up.stage_mut(1), Some(AnyStage::Policer(_))));
         assert!(up.stage_mut(3).is_none());

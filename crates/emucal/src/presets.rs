@@ -14,14 +14,22 @@
 //!   (ACKs released every N ms on a 50 Mbit/s, 40 ms RTT path); `buffer-<F>bdp`
 //!   (DropTail of F × BDP on a 50 Mbit/s, 40 ms RTT path, F from 0.1 to 1).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::calibrate::Candidate;
-use crate::mm::Delivery;
+use crate::emulator::Emulator;
+use crate::mm::{Delivery, LinkDirection, LinkShell, Shell};
+use crate::queue::{Limits, QueueSpec};
 use crate::stage::OPPORTUNITY_BYTES;
 
-/// One named emulator: a trace rate and the Mahimahi-style chain around `mm-link`.
+/// One named emulator: a constant trace rate and the emulator around it.
+///
+/// Its file form (JSON, as `pantheon calibrate` writes `calibration/emulator.json`) keeps the
+/// emulator as Pantheon's flags, text a person reads and edits: `{"name", "description",
+/// "rate_mbps", "prepend" (--prepend-mm-cmds), "link_args" (--extra-mm-link-args)}`; reading
+/// it checks the rate and parses the flags.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "PresetFile", into = "PresetFile")]
 pub struct Preset {
     /// Its name (`nepal-aws-india`).
     pub name: String,
@@ -29,10 +37,56 @@ pub struct Preset {
     pub description: String,
     /// Rate of the constant trace used in both directions, Mbit/s.
     pub rate_mbps: f64,
-    /// Shells outside mm-link (Pantheon's `--prepend-mm-cmds`).
-    pub prepend: String,
-    /// mm-link's options (Pantheon's `--extra-mm-link-args`).
-    pub link_args: String,
+    /// The emulator, its mm-link's traces both [`Preset::trace_file_name`], relative
+    /// ([`Preset::emulator_in`] places them).
+    pub emulator: Emulator,
+}
+
+/// [`Preset`]'s file form.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PresetFile {
+    name: String,
+    description: String,
+    rate_mbps: f64,
+    prepend: String,
+    link_args: String,
+}
+
+impl TryFrom<PresetFile> for Preset {
+    type Error = String;
+
+    fn try_from(f: PresetFile) -> Result<Preset, String> {
+        crate::trace::Trace::constant_rate(f.rate_mbps)?;
+        let trace = PathBuf::from(trace_file_name(f.rate_mbps));
+        let emulator = Emulator::from_pantheon_flags(&f.prepend, &trace, &trace, &f.link_args, "")
+            .map_err(|e| e.to_string())?;
+        Ok(Preset {
+            name: f.name,
+            description: f.description,
+            rate_mbps: f.rate_mbps,
+            emulator,
+        })
+    }
+}
+
+impl From<Preset> for PresetFile {
+    fn from(p: Preset) -> PresetFile {
+        let flags = p.emulator.pantheon_flags();
+        let (prepend, link_args) = flags
+            .map(|f| (f.prepend_mm_cmds, f.extra_mm_link_args))
+            .unwrap_or_default();
+        PresetFile {
+            name: p.name,
+            description: p.description,
+            rate_mbps: p.rate_mbps,
+            prepend,
+            link_args,
+        }
+    }
+}
+
+fn trace_file_name(rate_mbps: f64) -> String {
+    format!("{rate_mbps}mbps.trace")
 }
 
 impl Candidate {
@@ -42,8 +96,7 @@ impl Candidate {
             name: name.into(),
             description: description.into(),
             rate_mbps: self.rate_mbps,
-            prepend: self.prepend(),
-            link_args: self.link_args(),
+            emulator: self.emulator(Path::new(&trace_file_name(self.rate_mbps))),
         }
     }
 }
@@ -51,14 +104,45 @@ impl Candidate {
 impl Preset {
     /// File name of its trace (`100.42mbps.trace`), written with `Trace::constant_rate`.
     pub fn trace_file_name(&self) -> String {
-        format!("{}mbps.trace", self.rate_mbps)
+        trace_file_name(self.rate_mbps)
     }
 
-    /// The whole chain with `trace` as both traces:
-    /// `PREPEND mm-link TRACE TRACE LINK_ARGS`.
-    pub fn chain_words(&self, trace: &Path) -> Vec<String> {
-        crate::mm::link_chain_words(&self.prepend, trace, trace, &self.link_args)
+    /// Its emulator with the trace in `dir` (where the caller writes it).
+    pub fn emulator_in(&self, dir: &Path) -> Emulator {
+        self.emulator.with_traces_in(dir)
     }
+
+    /// A preset of `shells` around an mm-link of a constant `rate_mbps` trace with `link`'s
+    /// options.
+    fn new(
+        name: String,
+        description: String,
+        rate_mbps: f64,
+        shells: Vec<Shell>,
+        link: LinkShell,
+    ) -> Preset {
+        let trace = PathBuf::from(trace_file_name(rate_mbps));
+        let mut shells = shells;
+        shells.push(Shell::Link(Box::new(LinkShell {
+            uplink_trace: trace.clone(),
+            downlink_trace: trace,
+            ..link
+        })));
+        Preset {
+            name,
+            description,
+            rate_mbps,
+            emulator: Emulator::new(shells),
+        }
+    }
+}
+
+/// A DropTail queue of `packets` packets.
+fn droptail(packets: u64) -> QueueSpec {
+    QueueSpec::DropTail(Limits {
+        packets: Some(packets),
+        bytes: None,
+    })
 }
 
 /// Every preset, calibrated ones first.
@@ -136,68 +220,91 @@ pub fn presets() -> Vec<Preset> {
             "Pantheon's calibrated emulator of {path}: {rate_mbps} Mbit/s {}, {}, uplink \
              DropTail {queue_packets} packets",
             if is_poisson { "Poisson" } else { "constant" },
-            candidate.prepend()
+            candidate
+                .emulator(Path::new(""))
+                .pantheon_flags()
+                .expect("a candidate has an mm-link")
+                .prepend_mm_cmds
         );
         all.push(candidate.to_preset(name, &description));
     }
+    // mm-link's defaults; Preset::new sets the traces.
+    let no_options = LinkShell::new(PathBuf::new(), PathBuf::new());
     for rtt in [20u64, 100] {
         for rate in [12u64, 60, 108] {
-            all.push(Preset {
-                name: format!("policer-{rate}mbps-{rtt}ms"),
-                description: format!(
+            let delay = Shell::Delay { ms: rtt / 2 };
+            all.push(Preset::new(
+                format!("policer-{rate}mbps-{rtt}ms"),
+                format!(
                     "Pantheon's policer emulator: {rate} Mbit/s constant, 1-packet DropTail \
                      queues both ways, RTT {rtt} ms"
                 ),
-                rate_mbps: rate as f64,
-                prepend: format!("mm-delay {}", rtt / 2),
-                link_args: "--uplink-queue=droptail --uplink-queue-args=packets=1 \
-                            --downlink-queue=droptail --downlink-queue-args=packets=1"
-                    .into(),
-            });
+                rate as f64,
+                vec![delay.clone()],
+                LinkShell {
+                    uplink_queue: droptail(1),
+                    downlink_queue: droptail(1),
+                    ..no_options.clone()
+                },
+            ));
             let burst = rate * 1_000_000 / 8 / 100; // 10 ms at the rate, bytes
-            all.push(Preset {
-                name: format!("token-bucket-{rate}mbps-{rtt}ms"),
-                description: format!(
+            let policer = |direction| Shell::Policer {
+                direction,
+                rate_mbps: rate as f64,
+                burst_bytes: burst,
+            };
+            all.push(Preset::new(
+                format!("token-bucket-{rate}mbps-{rtt}ms"),
+                format!(
                     "token-bucket policer of {rate} Mbit/s with a {burst}-byte bucket (10 ms) \
                      on a {} Mbit/s link, RTT {rtt} ms",
                     rate * 4
                 ),
-                rate_mbps: (rate * 4) as f64,
-                prepend: format!(
-                    "mm-delay {} pt-policer uplink {rate} {burst} pt-policer downlink {rate} \
-                     {burst}",
-                    rtt / 2
-                ),
-                link_args: String::new(),
-            });
+                (rate * 4) as f64,
+                vec![
+                    delay,
+                    policer(LinkDirection::Uplink),
+                    policer(LinkDirection::Downlink),
+                ],
+                no_options.clone(),
+            ));
         }
     }
     for every_ms in [5u64, 20] {
-        all.push(Preset {
-            name: format!("ack-aggregation-{every_ms}ms"),
-            description: format!(
+        all.push(Preset::new(
+            format!("ack-aggregation-{every_ms}ms"),
+            format!(
                 "ACK aggregation: downlink packets released every {every_ms} ms, 50 Mbit/s \
                  constant, RTT 40 ms"
             ),
-            rate_mbps: 50.0,
-            prepend: format!("mm-delay 20 pt-aggregate downlink {every_ms}"),
-            link_args: String::new(),
-        });
+            50.0,
+            vec![
+                Shell::Delay { ms: 20 },
+                Shell::Aggregate {
+                    direction: LinkDirection::Downlink,
+                    interval_ms: every_ms as f64,
+                },
+            ],
+            no_options.clone(),
+        ));
     }
     // BDP of 50 Mbit/s × 40 ms in 1504-byte packets.
     let bdp_packets = 50e6 * 0.040 / 8.0 / OPPORTUNITY_BYTES as f64;
     for fraction in [0.1, 0.25, 0.5, 1.0] {
         let packets = (bdp_packets * fraction).round() as u64;
-        all.push(Preset {
-            name: format!("buffer-{fraction}bdp"),
-            description: format!(
+        all.push(Preset::new(
+            format!("buffer-{fraction}bdp"),
+            format!(
                 "{fraction} × BDP buffer: uplink DropTail {packets} packets, 50 Mbit/s \
                  constant, RTT 40 ms"
             ),
-            rate_mbps: 50.0,
-            prepend: "mm-delay 20".into(),
-            link_args: format!("--uplink-queue=droptail --uplink-queue-args=packets={packets}"),
-        });
+            50.0,
+            vec![Shell::Delay { ms: 20 }],
+            LinkShell {
+                uplink_queue: droptail(packets),
+                ..no_options.clone()
+            },
+        ));
     }
     all
 }
@@ -210,10 +317,8 @@ pub fn find(name: &str) -> Result<Preset, String> {
     if name.ends_with(".json") || file.is_file() {
         let text =
             std::fs::read_to_string(file).map_err(|e| format!("read emulator file {name}: {e}"))?;
-        let p: Preset = serde_json::from_str(&text)
-            .map_err(|e| format!("{name}: not an emulator preset: {e}"))?;
-        crate::trace::Trace::constant_rate(p.rate_mbps).map_err(|e| format!("{name}: {e}"))?;
-        return Ok(p);
+        return serde_json::from_str(&text)
+            .map_err(|e| format!("{name}: not an emulator preset: {e}"));
     }
     let all = presets();
     all.iter().find(|p| p.name == name).cloned().ok_or_else(|| {
@@ -229,7 +334,7 @@ pub fn find(name: &str) -> Result<Preset, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mm::{parse_chain, Delivery, EmulatedPath, LinkDirection, Shell};
+    use crate::mm::{parse_chain, Delivery, LinkDirection, Shell};
     use crate::queue::QueueSpec;
 
     #[test]
@@ -246,21 +351,23 @@ mod tests {
             let trace = dir.join(p.trace_file_name());
             let t = crate::trace::Trace::constant_rate(p.rate_mbps).unwrap();
             std::fs::write(&trace, t.to_text()).unwrap();
-            let chain = parse_chain(&p.chain_words(&trace)).unwrap();
+            let emulator = p.emulator_in(&dir);
+            let path = emulator.load().unwrap();
+            assert_eq!(path.shells.len(), emulator.shells.len(), "{}", p.name);
+            // Its words are Mahimahi's, and read back as the same emulator.
+            let chain = parse_chain(&emulator.words()).unwrap();
             assert!(chain.command.is_empty(), "{}", p.name);
-            // The Pantheon-flag form gives the same shells.
-            let via_flags =
-                EmulatedPath::from_pantheon_flags(&p.prepend, &trace, &trace, &p.link_args, "")
-                    .unwrap();
-            assert_eq!(via_flags.shells.len(), chain.shells.len(), "{}", p.name);
+            assert_eq!(chain.shells, emulator.shells, "{}", p.name);
+            // So is its file form.
+            let json = serde_json::to_string(p).unwrap();
+            assert_eq!(&serde_json::from_str::<Preset>(&json).unwrap(), p);
         }
         // The Nepal emulator is the paper's: 0.57 Mbit/s Poisson, 28 ms, 4.77 % loss, 14 pkts.
         let nepal = find("nepal-aws-india").unwrap();
-        let trace = dir.join(nepal.trace_file_name());
-        let chain = parse_chain(&nepal.chain_words(&trace)).unwrap();
-        assert!(matches!(chain.shells[0], Shell::Delay { ms: 28 }));
-        assert!(matches!(chain.shells[1], Shell::Loss { rate, .. } if rate == 0.0477));
-        let Shell::Link(l) = &chain.shells[2] else {
+        let shells = &nepal.emulator.shells;
+        assert!(matches!(shells[0], Shell::Delay { ms: 28 }));
+        assert!(matches!(shells[1], Shell::Loss { rate, .. } if rate == 0.0477));
+        let Shell::Link(l) = &shells[2] else {
             panic!("mm-link third")
         };
         assert_eq!(
@@ -269,9 +376,19 @@ mod tests {
         );
         assert!(matches!(l.uplink_queue, QueueSpec::DropTail(_)));
         assert_eq!(l.uplink_queue.describe(), "droptail [packets=14]");
+        let flags = |name: &str| find(name).unwrap().emulator.pantheon_flags().unwrap();
         assert_eq!(
-            find("buffer-1bdp").unwrap().link_args,
+            flags("buffer-1bdp").extra_mm_link_args,
             "--uplink-queue=droptail --uplink-queue-args=packets=166"
+        );
+        assert_eq!(
+            flags("token-bucket-12mbps-20ms").prepend_mm_cmds,
+            "mm-delay 10 pt-policer uplink 12 15000 pt-policer downlink 12 15000"
+        );
+        assert_eq!(
+            flags("policer-60mbps-100ms").extra_mm_link_args,
+            "--uplink-queue=droptail --uplink-queue-args=packets=1 --downlink-queue=droptail \
+             --downlink-queue-args=packets=1"
         );
         // A preset file, as `pantheon calibrate` writes one.
         let file = dir.join("emulator.json");
@@ -283,8 +400,24 @@ mod tests {
             delivery: Delivery::Trace,
         }
         .to_preset("calibrated", "fitted");
-        std::fs::write(&file, serde_json::to_string(&fitted).unwrap()).unwrap();
+        let json = serde_json::to_value(&fitted).unwrap();
+        assert_eq!(json["prepend"], "mm-delay 30");
+        assert_eq!(
+            json["link_args"],
+            "--uplink-queue=droptail --uplink-queue-args=packets=63"
+        );
+        std::fs::write(&file, json.to_string()).unwrap();
         assert_eq!(find(file.to_str().unwrap()).unwrap(), fitted);
+        std::fs::write(
+            &file,
+            r#"{"name": "x", "description": "", "rate_mbps": 10, "prepend": "mm-delay x", "link_args": ""}"#,
+        )
+        .unwrap();
+        let e = find(file.to_str().unwrap()).unwrap_err();
+        assert!(
+            e.contains("not an emulator preset") && e.contains("`x`"),
+            "{e}"
+        );
         std::fs::write(&file, r#"{"name": "x"}"#).unwrap();
         let e = find(file.to_str().unwrap()).unwrap_err();
         assert!(e.contains("not an emulator preset"), "{e}");

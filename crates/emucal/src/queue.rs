@@ -21,7 +21,7 @@ const MS: u64 = 1_000_000;
 
 /// Packet and byte limits of a dropping queue (`packets=N`, `bytes=N`; `None` = unset).
 /// Bytes include the 4-byte header. Mahimahi requires at least one of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     /// Packet limit, if set.
     pub packets: Option<u64>,
@@ -49,7 +49,7 @@ impl Limits {
 }
 
 /// A parsed queue specification (`--uplink-queue=TYPE --uplink-queue-args=ARGS`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum QueueSpec {
     /// Unbounded FIFO (mm-link's default).
     Infinite,
@@ -155,6 +155,48 @@ impl QueueSpec {
             QueueSpec::CoDel { limits, .. } => format!("codel {}", limits.describe()),
             QueueSpec::Pie { limits, .. } => format!("pie {}", limits.describe()),
         }
+    }
+
+    /// Mahimahi's `TYPE` of `--uplink-queue=TYPE` (`infinite`, `droptail`, …).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            QueueSpec::Infinite => "infinite",
+            QueueSpec::DropTail(_) => "droptail",
+            QueueSpec::DropHead(_) => "drophead",
+            QueueSpec::CoDel { .. } => "codel",
+            QueueSpec::Pie { .. } => "pie",
+        }
+    }
+
+    /// Mahimahi's `ARGS` of `--uplink-queue-args=ARGS`, comma-separated without spaces so that
+    /// it stays one word (`packets=50`, `packets=100,target=5,interval=100`); empty for
+    /// `infinite`. The inverse of [`QueueSpec::parse`]: `parse(kind(), args())` gives `self`.
+    pub fn args(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(l) = self.limits() {
+            parts.extend(l.packets.map(|p| format!("packets={p}")));
+            parts.extend(l.bytes.map(|b| format!("bytes={b}")));
+        }
+        match self {
+            QueueSpec::CoDel {
+                target_ms,
+                interval_ms,
+                ..
+            } => parts.extend([
+                format!("target={target_ms}"),
+                format!("interval={interval_ms}"),
+            ]),
+            QueueSpec::Pie {
+                qdelay_ref_ms,
+                max_burst_ms,
+                ..
+            } => parts.extend([
+                format!("qdelay_ref={qdelay_ref_ms}"),
+                format!("max_burst={max_burst_ms}"),
+            ]),
+            _ => {}
+        }
+        parts.join(",")
     }
 
     /// The limits of a dropping queue, `None` for `infinite`.
@@ -543,6 +585,33 @@ mod tests {
 
     fn limits(packets: Option<u64>, bytes: Option<u64>) -> Limits {
         Limits { packets, bytes }
+    }
+
+    #[test]
+    fn kind_and_args_render_what_parse_reads() {
+        for (kind, args) in [
+            ("infinite", ""),
+            ("droptail", "packets=50"),
+            ("droptail", "bytes=30000, packets=20"),
+            ("drophead", "bytes=9000"),
+            ("codel", "packets=100, target=5, interval=100"),
+            ("pie", "bytes=60000, qdelay_ref=20, max_burst=100"),
+        ] {
+            let q = QueueSpec::parse(kind, args).unwrap();
+            assert_eq!(q.kind(), kind);
+            assert!(!q.args().contains(' '), "{}", q.args());
+            assert_eq!(
+                QueueSpec::parse(q.kind(), &q.args()).unwrap(),
+                q,
+                "{kind} {args}"
+            );
+        }
+        assert_eq!(
+            QueueSpec::parse("codel", "interval=100,packets=7,target=5")
+                .unwrap()
+                .args(),
+            "packets=7,target=5,interval=100"
+        );
     }
 
     #[test]

@@ -137,7 +137,7 @@ impl DirectionStats {
 
 /// A running emulator; dropping it stops both ferries.
 #[derive(Debug)]
-pub struct Emulator {
+pub struct RunningEmulator {
     stop: Arc<AtomicBool>,
     /// Uplink counters.
     pub uplink: Arc<DirectionStats>,
@@ -148,7 +148,7 @@ pub struct Emulator {
     errors: Arc<Mutex<Vec<String>>>,
 }
 
-impl Emulator {
+impl RunningEmulator {
     /// Creates the two devices (outer `emu0` in `outer`, inner `ingress` in `inner` with a
     /// default route via the outer address) and starts both ferries. Random generators are
     /// seeded from `seed`.
@@ -157,11 +157,11 @@ impl Emulator {
         outer: &NetNs,
         inner: &NetNs,
         seed: u64,
-    ) -> Result<Emulator, RuntimeError> {
-        Emulator::start_with(path, Some(outer), inner, &Devices::default(), seed)
+    ) -> Result<RunningEmulator, RuntimeError> {
+        RunningEmulator::start_with(path, Some(outer), inner, &Devices::default(), seed)
     }
 
-    /// As [`Emulator::start`] with the devices named and addressed by `devices`; `outer`
+    /// As [`RunningEmulator::start`] with the devices named and addressed by `devices`; `outer`
     /// `None` puts the outer device in the calling thread's namespace (as Mahimahi does).
     /// Link log files named in `path` are created here (errors name the file).
     pub fn start_with(
@@ -170,7 +170,7 @@ impl Emulator {
         inner: &NetNs,
         devices: &Devices,
         seed: u64,
-    ) -> Result<Emulator, RuntimeError> {
+    ) -> Result<RunningEmulator, RuntimeError> {
         let io = |what: &str| {
             let what = what.to_owned();
             move |source| RuntimeError::Io { what, source }
@@ -277,7 +277,7 @@ impl Emulator {
                 }
             }
         }
-        Ok(Emulator {
+        Ok(RunningEmulator {
             stop,
             uplink,
             downlink,
@@ -320,7 +320,7 @@ impl Emulator {
     }
 }
 
-impl Drop for Emulator {
+impl Drop for RunningEmulator {
     fn drop(&mut self) {
         self.stop();
     }

@@ -39,8 +39,9 @@ pub enum TraceError {
     },
 }
 
-/// A parsed trace: opportunity times in ms within one period.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A parsed trace: opportunity times in ms within one period. The default is empty: a trace
+/// not read yet (an mm-link described but not loaded), which no stage accepts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Trace {
     /// Opportunity times, ms, non-decreasing; the last one is the period.
     pub opportunities_ms: Vec<u64>,

@@ -449,18 +449,14 @@ impl LocalEvaluator<'_> {
         let (opts, registry) = (self.opts, self.registry);
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
         let preset = c.to_preset("candidate", "");
-        let trace = dir.join(preset.trace_file_name());
-        write_constant_trace(&trace, c.rate_mbps)?;
+        write_constant_trace(&dir.join(preset.trace_file_name()), c.rate_mbps)?;
         let plan = ExperimentPlan {
             schemes: opts.schemes.clone(),
             run_times: opts.run_times,
             runtime: opts.runtime,
             data_dir: dir.to_owned(),
             seed,
-            uplink_trace: trace.clone(),
-            downlink_trace: trace,
-            prepend_mm_cmds: preset.prepend,
-            extra_mm_link_args: preset.link_args,
+            emulator: Some(preset.emulator_in(dir)),
             schemes_dir: opts.schemes_dir.clone(),
             ..ExperimentPlan::default()
         };
@@ -510,13 +506,7 @@ fn write_outputs(
     write_json(&out.join("emulator.json"), &serde_json::to_value(&preset)?)?;
     let trace = out.join(preset.trace_file_name());
     write_constant_trace(&trace, preset.rate_mbps)?;
-    let words = emucal::mm::link_chain_words(
-        &preset.prepend,
-        Path::new(&preset.trace_file_name()),
-        Path::new(&preset.trace_file_name()),
-        &preset.link_args,
-    );
-    let mut mm = format!("{}\n", words.join(" "));
+    let mut mm = format!("{}\n", preset.emulator.command_line());
     if o.best.delivery == Delivery::Poisson {
         mm.push_str(
             "# --uplink-delivery=poisson is Pantheon-rs's (deliveries as a Poisson process at the \
@@ -548,7 +538,7 @@ fn write_outputs(
             "jobs": opts.jobs,
             "seed": opts.seed,
             "outcome": o,
-            "mahimahi_command": words.join(" "),
+            "mahimahi_command": preset.emulator.command_line(),
             "wall_time_s": wall.as_secs_f64(),
         }),
     )?;

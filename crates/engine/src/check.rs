@@ -8,6 +8,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
+use emucal::emulator::Emulator;
+use emucal::mm::{LinkShell, Shell};
 
 use crate::plan::{write_constant_trace, ExperimentPlan};
 use crate::runner::{loopback_run, run_once, RunOutcome};
@@ -74,9 +76,10 @@ pub fn check(
             schemes: vec![name.clone()],
             runtime,
             data_dir: dir.clone(),
-            uplink_trace: trace.clone(),
-            downlink_trace: trace.clone(),
-            prepend_mm_cmds: "mm-delay 28".into(),
+            emulator: Some(Emulator::new(vec![
+                Shell::Delay { ms: 28 },
+                Shell::Link(Box::new(LinkShell::new(trace.clone(), trace.clone()))),
+            ])),
             ..ExperimentPlan::default()
         };
         let (ok, detail) = check_emulated(&plan, registry, scheme, loopback_mbps, &tag)?;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use analyzer::results::{Metadata, Mode};
 use anyhow::{bail, Context};
+use emucal::emulator::Emulator;
 use emucal::mm::EmulatedPath;
 use emucal::trace::Trace;
 use serde_json::json;
@@ -38,23 +39,17 @@ pub struct ExperimentPlan {
     pub data_dir: PathBuf,
     /// Seed of the emulator's loss generators (runs differ by run id).
     pub seed: u64,
-    /// `--uplink-trace`.
-    pub uplink_trace: PathBuf,
-    /// `--downlink-trace`.
-    pub downlink_trace: PathBuf,
-    /// `--prepend-mm-cmds`.
-    pub prepend_mm_cmds: String,
-    /// `--append-mm-cmds`.
-    pub append_mm_cmds: String,
-    /// `--extra-mm-link-args`.
-    pub extra_mm_link_args: String,
+    /// The emulated path of a local run (`--emulator NAME`, or Pantheon's `--uplink-trace`,
+    /// `--downlink-trace`, `--prepend-mm-cmds`, `--extra-mm-link-args` and
+    /// `--append-mm-cmds`); `None` in a remote run, whose path is real.
+    pub emulator: Option<Emulator>,
     /// Extra scheme descriptors directory.
     pub schemes_dir: Option<PathBuf>,
 }
 
 impl Default for ExperimentPlan {
     /// One run of 30 s, one flow, the first side 1 s ahead, 5 s of drain, emulator seed 1, in
-    /// `results/`; no schemes and no path yet (traces and mm strings empty).
+    /// `results/`; no schemes and no emulator yet.
     fn default() -> ExperimentPlan {
         ExperimentPlan {
             schemes: Vec::new(),
@@ -68,28 +63,22 @@ impl Default for ExperimentPlan {
             random_order: false,
             data_dir: PathBuf::from("results"),
             seed: 1,
-            uplink_trace: PathBuf::new(),
-            downlink_trace: PathBuf::new(),
-            prepend_mm_cmds: String::new(),
-            append_mm_cmds: String::new(),
-            extra_mm_link_args: String::new(),
+            emulator: None,
             schemes_dir: None,
         }
     }
 }
 
 impl ExperimentPlan {
-    /// Checks the plan against the registry and parses the emulated path (traces included),
-    /// so that a malformed trace or unknown shell fails before any run starts.
+    /// Checks the plan against the registry and loads its emulator (traces read), so that a
+    /// missing or malformed trace fails before any run starts. Errors also without an emulator.
     pub fn validate(&self, registry: &Registry) -> anyhow::Result<EmulatedPath> {
         self.check(registry)?;
-        Ok(EmulatedPath::from_pantheon_flags(
-            &self.prepend_mm_cmds,
-            &self.uplink_trace,
-            &self.downlink_trace,
-            &self.extra_mm_link_args,
-            &self.append_mm_cmds,
-        )?)
+        let emulator = self
+            .emulator
+            .as_ref()
+            .context("a local experiment needs an emulated path")?;
+        Ok(emulator.load()?)
     }
 
     /// The checks of local and remote runs alike: schemes known, durations and flows sane.
@@ -116,25 +105,31 @@ impl ExperimentPlan {
     }
 
     /// `pantheon_metadata.json` of a local run: Pantheon's keys (`cc_schemes`, `run_times`,
-    /// `runtime`, `flows`, `interval`, `mode`, traces as basenames, the mm strings…) and ours
-    /// (the emulator as parsed, the seed, the scheme versions).
-    pub fn metadata(&self, path: &EmulatedPath, registry: &Registry) -> Metadata {
+    /// `runtime`, `flows`, `interval`, `mode`, traces as basenames, the mm strings rendered
+    /// from the emulator…) and ours (the emulator itself, its command line, the seed, the
+    /// scheme versions).
+    pub fn metadata(&self, registry: &Registry) -> Metadata {
         let base = |p: &Path| p.file_name().map(|f| f.to_string_lossy().into_owned());
-        let given = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        let given = |s: String| (!s.is_empty()).then_some(s);
+        let flags = self.emulator.as_ref().and_then(Emulator::pantheon_flags);
         let mut m = Metadata {
             mode: Some(Mode::Local),
-            uplink_trace: base(&self.uplink_trace),
-            downlink_trace: base(&self.downlink_trace),
-            prepend_mm_cmds: given(&self.prepend_mm_cmds),
-            append_mm_cmds: given(&self.append_mm_cmds),
-            extra_mm_link_args: given(&self.extra_mm_link_args),
-            emulator_command: Some(path.command_line.clone()),
+            emulator_command: self.emulator.as_ref().map(Emulator::command_line),
             seed: Some(self.seed),
             drain_timeout: Some(self.drain_timeout.as_secs_f64()),
             scheme_versions: self.scheme_versions(registry),
             ..self.common_metadata()
         };
-        m.other.insert("emulator".into(), json!(path.shells));
+        if let Some(f) = flags {
+            m.uplink_trace = base(&f.uplink_trace);
+            m.downlink_trace = base(&f.downlink_trace);
+            m.prepend_mm_cmds = given(f.prepend_mm_cmds);
+            m.append_mm_cmds = given(f.append_mm_cmds);
+            m.extra_mm_link_args = given(f.extra_mm_link_args);
+        }
+        if let Some(e) = &self.emulator {
+            m.other.insert("emulator".into(), json!(e));
+        }
         m
     }
 

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use emucal::mm::EmulatedPath;
-use emucal::runtime::{Emulator, OUTER_ADDR};
+use emucal::runtime::{RunningEmulator, OUTER_ADDR};
 use netns::NetNs;
 use serde::{Deserialize, Serialize};
 use tunnel::io::{EndpointConfig, RunningEndpoint};
@@ -223,7 +223,7 @@ pub struct RunResources {
     /// The tunnel endpoints, two per flow.
     pub endpoints: Vec<RunningEndpoint>,
     /// The emulated path, if this side runs it.
-    pub emulator: Option<Emulator>,
+    pub emulator: Option<RunningEmulator>,
     /// The network namespaces all of the above live in.
     pub namespaces: Vec<NetNs>,
 }
@@ -448,7 +448,7 @@ fn start_emulator(
         dir.join(format!("{scheme}_mm_acklink_run{run_id}.log")),
     );
     res.emulator = Some(
-        Emulator::start(
+        RunningEmulator::start(
             path,
             &res.namespaces[host],
             &res.namespaces[emu],

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use emucal::mm::{parse_chain, EmulatedPath, SHELL_NAMES};
-use emucal::runtime::{Devices, Emulator};
+use emucal::runtime::{Devices, RunningEmulator};
 use netns::NetNs;
 
 use crate::runner::INTERRUPTED;
@@ -78,7 +78,7 @@ pub fn preset_words(
     let preset = emucal::presets::find(name).map_err(anyhow::Error::msg)?;
     let trace = dir.join(preset.trace_file_name());
     crate::plan::write_constant_trace(&trace, preset.rate_mbps)?;
-    let mut words = preset.chain_words(&trace);
+    let mut words = preset.emulator_in(dir).words();
     words.push("--".into());
     let command = match command.split_first() {
         Some((first, rest)) if first == "--" => rest,
@@ -237,11 +237,12 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
             words.first().map_or("", String::as_str)
         ));
     }
+    // Traces are read (and errors name them) whoever emulates.
+    let mut path = EmulatedPath::load(chain.shells.clone(), chain.command.clone())?;
     let chain_words = &words[..words.len() - chain.command.len()];
     if opts.backend == Backend::Mahimahi {
         return run_mahimahi(&chain, chain_words);
     }
-    let mut path = EmulatedPath::from_chain(chain.shells.clone(), chain_words);
     path.ms_clock = opts.ms_clock;
     crate::clean::before_creating_namespaces("pantheon shell")?;
 
@@ -255,7 +256,7 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
         inner_dev: "ingress".into(),
         inner_addr,
     };
-    let mut emulator = Emulator::start_with(&path, None, &inner, &devices, opts.seed)
+    let mut emulator = RunningEmulator::start_with(&path, None, &inner, &devices, opts.seed)
         .context("start the emulator")?;
     let _nat = match Nat::start(inner_addr, &name) {
         Ok(nat) => Some(nat),
@@ -318,7 +319,10 @@ fn spawn_inside(
 
 /// Waits for the command to end and returns its exit code; ends it when the emulator's `--once`
 /// traces are over (code 0, as Mahimahi), and passes a SIGINT/SIGTERM sent to us on to it.
-fn wait_for_command(child: &mut std::process::Child, emulator: &Emulator) -> anyhow::Result<i32> {
+fn wait_for_command(
+    child: &mut std::process::Child,
+    emulator: &RunningEmulator,
+) -> anyhow::Result<i32> {
     // Ctrl-C reaches the command through the terminal; a signal sent to us alone is passed on.
     let _ = ctrlc::set_handler(|| {
         INTERRUPTED.store(true, Ordering::SeqCst);
@@ -346,7 +350,7 @@ fn wait_for_command(child: &mut std::process::Child, emulator: &Emulator) -> any
 
 /// Lets what the command sent last (its FINs, the peer's answers) cross the path before the
 /// emulator goes.
-fn let_the_path_drain(emulator: &Emulator) {
+fn let_the_path_drain(emulator: &RunningEmulator) {
     // Let what the command sent last (its FINs, the peer's answers) cross the path before it
     // goes: until the path has been empty for 100 ms, at most 2 s. Mahimahi drops them, which
     // leaves a server outside waiting for a connection that is gone.

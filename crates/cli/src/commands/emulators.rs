@@ -18,8 +18,7 @@ pub(crate) fn exec(EmulatorsArgs { json }: EmulatorsArgs) -> anyhow::Result<Exit
     } else {
         for p in &all {
             println!("{}\n    {}", p.name, p.description);
-            let chain = p.chain_words(std::path::Path::new(&p.trace_file_name()));
-            println!("    {}", chain.join(" "));
+            println!("    {}", p.emulator.command_line());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -1,12 +1,13 @@
 //! `pantheon run local|remote`: Pantheon's `test.py local` and `test.py remote` flags, and
 //! the experiment loop both share (progress bar, `pantheon_runs.json`, Ctrl-C, analysis).
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use emucal::emulator::Emulator;
 use engine::analyze;
 use engine::plan::{prepare_results_dir, write_constant_trace, Existing, ExperimentPlan, Reuse};
 use engine::runner::{self, RunOutcome, INTERRUPTED};
@@ -232,11 +233,7 @@ fn common_plan(
         random_order: c.random_order,
         data_dir: c.data_dir.clone(),
         seed,
-        uplink_trace: PathBuf::new(),
-        downlink_trace: PathBuf::new(),
-        prepend_mm_cmds: String::new(),
-        append_mm_cmds: String::new(),
-        extra_mm_link_args: String::new(),
+        emulator: None,
         schemes_dir: c.schemes_dir.clone(),
     })
 }
@@ -281,63 +278,82 @@ fn clock_seed() -> u64 {
         .unwrap_or(1)
 }
 
+/// The emulated path of `--emulator` or of Pantheon's flags, with its traces in `data_dir`
+/// where this command writes them (a preset's, or Pantheon's default 12 Mbit/s one for a
+/// direction without `--uplink-trace`/`--downlink-trace`): the traces to write, with their
+/// rates in Mbit/s. Nothing is read or written here.
+fn emulator_of(a: &LocalArgs, data_dir: &Path) -> anyhow::Result<(Emulator, Vec<(PathBuf, f64)>)> {
+    if let Some(name) = &a.emulator {
+        let preset = emucal::presets::find(name).map_err(anyhow::Error::msg)?;
+        let trace = data_dir.join(preset.trace_file_name());
+        return Ok((
+            preset.emulator_in(data_dir),
+            vec![(trace, preset.rate_mbps)],
+        ));
+    }
+    let default_trace = data_dir.join("12mbps.trace");
+    let mut written = Vec::new();
+    let mut trace_or_default = |t: &Option<PathBuf>| match t {
+        Some(t) => t.clone(),
+        None => {
+            if written.is_empty() {
+                written.push((default_trace.clone(), 12.0));
+            }
+            default_trace.clone()
+        }
+    };
+    let (up, down) = (
+        trace_or_default(&a.uplink_trace),
+        trace_or_default(&a.downlink_trace),
+    );
+    let emulator = Emulator::from_pantheon_flags(
+        &a.prepend_mm_cmds,
+        &up,
+        &down,
+        &a.extra_mm_link_args,
+        &a.append_mm_cmds,
+    )?;
+    Ok((emulator, written))
+}
+
 fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::load(a.common.schemes_dir.as_deref())?;
     let seed = a.seed.unwrap_or_else(clock_seed);
     let schemes = chosen_schemes(&a.common, &registry, seed);
-    let existing = prepare_dir(&a.common)?;
+    // Every flag, and the trace files given, checked before anything is created.
     let data_dir = a.common.data_dir.clone();
-    std::fs::create_dir_all(&data_dir).with_context(|| format!("create {}", data_dir.display()))?;
-    let mut a = a;
-    if let Some(name) = &a.emulator {
-        // A preset: its trace in the data directory, its shells as Pantheon's flags.
-        let preset = emucal::presets::find(name).map_err(anyhow::Error::msg)?;
-        let trace = data_dir.join(preset.trace_file_name());
-        write_constant_trace(&trace, preset.rate_mbps)?;
-        a.uplink_trace = Some(trace.clone());
-        a.downlink_trace = Some(trace);
-        a.prepend_mm_cmds = preset.prepend;
-        a.extra_mm_link_args = preset.link_args;
-    }
-    // Pantheon's default trace (12 Mbit/s), written once if either direction needs it.
-    let default_trace = if a.uplink_trace.is_some() && a.downlink_trace.is_some() {
-        None
-    } else {
-        let p = data_dir.join("12mbps.trace");
-        write_constant_trace(&p, 12.0)?;
-        Some(p)
-    };
-    let trace_or_default = |t: &Option<PathBuf>| {
-        t.clone()
-            .or_else(|| default_trace.clone())
-            .expect("written above")
-    };
-    let plan = ExperimentPlan {
+    let (emulator, traces_to_write) = emulator_of(&a, &data_dir)?;
+    let mut plan = ExperimentPlan {
         drain_timeout: secs(a.drain_timeout, "--drain-timeout")?,
-        uplink_trace: trace_or_default(&a.uplink_trace),
-        downlink_trace: trace_or_default(&a.downlink_trace),
-        prepend_mm_cmds: a.prepend_mm_cmds.clone(),
-        append_mm_cmds: a.append_mm_cmds.clone(),
-        extra_mm_link_args: a.extra_mm_link_args.clone(),
-        start_run_id: first_run_id(&a.common, &existing),
+        emulator: Some(emulator),
         ..common_plan(&a.common, schemes, seed)?
     };
-    let path = plan.validate(&registry)?;
+    plan.check(&registry)?;
+    for trace in [&a.uplink_trace, &a.downlink_trace].into_iter().flatten() {
+        emucal::trace::Trace::load(trace)?;
+    }
+    let existing = prepare_dir(&a.common)?;
+    plan.start_run_id = first_run_id(&a.common, &existing);
     let sys = SystemInfo::probe();
     for name in &plan.schemes {
         if let Some(why) = registry.get(name)?.unavailable_reason(&sys) {
             eprintln!("warning: {name} cannot run here ({why}); its runs will fail");
         }
     }
-    engine::clean::before_creating_namespaces("pantheon run local")?;
     let netns_prefix = format!("pt-{}", std::process::id());
-    let mut metadata = plan.metadata(&path, &registry);
+    let mut metadata = plan.metadata(&registry);
     metadata.netns_prefix = Some(netns_prefix.clone());
     metadata.emulator_preset = a.emulator.clone();
     if let Existing::Append(earlier) = &existing {
         plan.check_append(earlier, &metadata)?;
         metadata = earlier.merged(&metadata);
     }
+    std::fs::create_dir_all(&data_dir).with_context(|| format!("create {}", data_dir.display()))?;
+    for (trace, mbps) in &traces_to_write {
+        write_constant_trace(trace, *mbps)?;
+    }
+    let path = plan.validate(&registry)?;
+    engine::clean::before_creating_namespaces("pantheon run local")?;
     metadata.write(&plan.data_dir)?;
     eprintln!("Emulated path: {}", path.command_line);
     run_experiment(
