@@ -75,8 +75,14 @@ fn run_expecting(name: &str, runtime: &str, args: &[&str], code: i32) -> Experim
     );
     assert_eq!(out.status.code(), Some(code), "pantheon:\n{output}");
     let exp = Experiment { dir, output };
+    assert_nothing_left(&exp.dir, &before);
+    exp
+}
 
-    let meta = read_json(&exp.dir.join("pantheon_metadata.json"));
+/// Asserts that the experiment in `dir` left nothing: no namespace with its prefix, no iperf3
+/// process that was not there `before`, no emulator or tunnel device.
+fn assert_nothing_left(dir: &Path, before: &[u32]) {
+    let meta = read_json(&dir.join("pantheon_metadata.json"));
     let prefix = meta["netns_prefix"].as_str().unwrap().to_owned();
     let left: Vec<String> = netns::list_named()
         .into_iter()
@@ -94,7 +100,6 @@ fn run_expecting(name: &str, runtime: &str, args: &[&str], code: i32) -> Experim
         !links.contains("emu0") && !links.contains(" tunnel"),
         "devices left: {links}"
     );
-    exp
 }
 
 /// The `Average capacity: X Mbit/s` figure of a stats log.
@@ -576,4 +581,68 @@ fn a_run_killed_with_sigkill_leaves_nothing_once_pantheon_clean_has_run() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("nothing to clean"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A tmpfs of `size` mounted at a fresh directory; unmounted and removed on drop.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(size: &str) -> SmallDisk {
+        let dir = std::env::temp_dir().join(format!("pantheon-e2e-full-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount a tmpfs at {}", dir.display());
+        SmallDisk(dir)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_run_on_a_full_disk_is_reported_failed_with_the_reason() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 600 kB: the metadata and trace fit, five seconds of packet and link logs do not.
+    let disk = SmallDisk::mount("600k");
+    let dir = disk.0.join("results");
+    let before = iperf3_pids();
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args([
+            "run",
+            "local",
+            "--runtime",
+            "5",
+            "--schemes",
+            "cubic",
+            "--seed",
+            "1",
+        ])
+        .args(["--uplink-trace", TRACE, "--downlink-trace", TRACE])
+        .arg("--data-dir")
+        .arg(&dir)
+        .output()
+        .expect("run pantheon");
+    let output = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(out.status.code(), Some(0), "{output}");
+    assert!(
+        output.contains("cubic run 1: FAILED: its logs could not be written")
+            && output.contains("No space left on device"),
+        "{output}"
+    );
+    assert!(!output.contains("cubic run 1: done"), "{output}");
+    // The record that could not be written left no half file beside the last whole one.
+    assert!(!dir.join("pantheon_runs.json.tmp").exists());
+    assert_nothing_left(&dir, &before);
 }

@@ -73,8 +73,13 @@ pub struct RunFrames {
     pub opportunities: Option<DataFrame>,
     /// The run's common time origin: ms since the Unix epoch (Pantheon's "init timestamp").
     pub init_ms: f64,
-    /// Problems worth showing (truncated logs, unmatched packets…), never hidden.
+    /// Problems worth showing that leave the numbers standing (unmatched packets, duplicate
+    /// UIDs dropped…), never hidden.
     pub warnings: Vec<String>,
+    /// Why the numbers of these logs cannot be believed: a log missing or truncated, logs
+    /// whose headers say they are not a sent/received pair, nothing logged as sent. A run with
+    /// problems is reported invalid and not counted.
+    pub problems: Vec<String>,
     /// Whether the logs' clocks were corrected.
     pub clock_offsets: ClockOffsets,
 }
@@ -101,6 +106,11 @@ pub enum ClockOffsets {
     Applied,
     /// Some logs lack an offset (named here): their delays are uncorrected.
     Missing(Vec<String>),
+}
+
+/// The problem of a log that stops before its end (`why`: where and why reading stopped).
+fn truncated(why: &str) -> String {
+    format!("truncated log: {why}")
 }
 
 /// Finds the datalink (egress, ingress) log pairs of `scheme` run `run` in `dir`, by flow.
@@ -252,7 +262,7 @@ pub fn read_run(dir: &Path, scheme: &str, run: u32) -> Result<RunFrames, IngestE
     if frames.opportunities.is_none() && link_log.exists() {
         let log = read_link(&link_log)?;
         if let Some(why) = &log.stopped {
-            frames.warnings.push(why.clone());
+            frames.problems.push(truncated(why));
         }
         frames.opportunities = opportunities_frame(&log)?;
     }
@@ -264,7 +274,8 @@ pub fn read_run(dir: &Path, scheme: &str, run: u32) -> Result<RunFrames, IngestE
 /// The log's columns move into the frames (no copy).
 pub fn from_link_text(log: LinkTextLog) -> Result<RunFrames, IngestError> {
     let opportunities = opportunities_frame(&log)?;
-    let mut warnings: Vec<String> = log.stopped.iter().cloned().collect();
+    let problems: Vec<String> = log.stopped.iter().map(|s| truncated(s)).collect();
+    let mut warnings = Vec::new();
     if log.init_ms.is_none() {
         warnings.push("no `# init timestamp:` line: times are relative only".into());
     }
@@ -277,6 +288,7 @@ pub fn from_link_text(log: LinkTextLog) -> Result<RunFrames, IngestError> {
         opportunities,
         init_ms: log.init_ms.unwrap_or(0.0),
         warnings,
+        problems,
         // Pantheon's merge already applied the offsets it had.
         clock_offsets: ClockOffsets::None,
     })
@@ -306,7 +318,28 @@ pub fn from_tunnel_text(
         .iter()
         .flat_map(|&(_, e, eo, i, io)| [base(e, eo), base(i, io)])
         .fold(f64::INFINITY, f64::min);
-    let mut warnings = Vec::new();
+    let mut problems = Vec::new();
+    for &(flow, egress, _, ingress, _) in flows {
+        use crate::text::TunnelSide;
+        for (log, want) in [(egress, TunnelSide::Egress), (ingress, TunnelSide::Ingress)] {
+            if log.side.is_some_and(|s| s != want) {
+                let (is, says) = match want {
+                    TunnelSide::Egress => ("egress", "ingress"),
+                    TunnelSide::Ingress => ("ingress", "egress"),
+                };
+                problems.push(format!(
+                    "flow {flow}: the {is} log's header says {says} (swapped or mismatched logs)"
+                ));
+            }
+        }
+        problems.extend(
+            egress
+                .stopped
+                .iter()
+                .chain(&ingress.stopped)
+                .map(|s| truncated(s)),
+        );
+    }
     let shift = |l: &TunnelTextLog, off: f64| base(l, off) - init_ms;
     let total = |pick: fn(&(u32, &TunnelTextLog, f64, &TunnelTextLog, f64)) -> usize| {
         flows.iter().map(pick).sum::<usize>()
@@ -325,16 +358,13 @@ pub fn from_tunnel_text(
             m.departure(flow, s + ingress.t_ms[k], ingress.size[k], ingress.uid[k]);
         }
     }
-    for &(_, egress, _, ingress, _) in flows {
-        warnings.extend(egress.stopped.iter().chain(&ingress.stopped).cloned());
-    }
     let applied = flows.iter().any(|f| f.2 != 0.0 || f.4 != 0.0);
     let offsets = if applied {
         ClockOffsets::Applied
     } else {
         ClockOffsets::None
     };
-    m.finish(init_ms, warnings, offsets)
+    m.finish(init_ms, problems, offsets)
 }
 
 /// The packets of one run matched on (flow, UID), as `merge_tunnel_logs.py` matches them:
@@ -357,6 +387,10 @@ struct Matcher {
     /// NaN when unknown (turned into nulls at the end).
     d_delay: Vec<f64>,
     unmatched: usize,
+    /// Positions of arrivals that repeat a UID of their flow (dropped at the end).
+    repeated_arrivals: Vec<usize>,
+    /// Departures that repeat a UID already matched (dropped).
+    repeated_departures: usize,
 }
 
 impl Matcher {
@@ -374,6 +408,8 @@ impl Matcher {
             d_size: Vec::with_capacity(departures),
             d_delay: Vec::with_capacity(departures),
             unmatched: 0,
+            repeated_arrivals: Vec::new(),
+            repeated_departures: 0,
         }
     }
 
@@ -390,20 +426,26 @@ impl Matcher {
         let uids = std::mem::take(&mut self.pending);
         if let Some(&flow) = self.a_flow.get(self.pending_base) {
             self.index.retain(|(f, _)| *f != flow);
-            self.index
-                .push((flow, UidIndex::new(&uids, self.pending_base)));
+            let index = UidIndex::new(&uids, self.pending_base, &mut self.repeated_arrivals);
+            self.index.push((flow, index));
         }
         self.pending_base = self.a_t.len();
     }
 
-    /// A packet that left the path at `t` ms.
+    /// A packet that left the path at `t` ms. A UID whose arrival was already matched is a
+    /// repeat: dropped and counted.
     fn departure(&mut self, flow: u32, t: f64, size: u64, uid: u64) {
-        let sent = self
-            .index
-            .iter()
-            .find(|(f, _)| *f == flow)
-            .and_then(|(_, i)| i.get(uid))
-            .filter(|&i| self.a_flow[i] == flow);
+        let sent = match self.index.iter_mut().find(|(f, _)| *f == flow) {
+            Some((_, index)) => match index.take(uid) {
+                Lookup::Sent(i) => Some(i),
+                Lookup::Repeat => {
+                    self.repeated_departures += 1;
+                    return;
+                }
+                Lookup::Unknown => None,
+            },
+            None => None,
+        };
         self.d_flow.push(flow);
         self.d_t.push(t);
         self.d_size.push(size);
@@ -414,12 +456,18 @@ impl Matcher {
 
     /// The frames; the index is dropped before they are built.
     fn finish(
-        self,
+        mut self,
         init_ms: f64,
-        mut warnings: Vec<String>,
+        problems: Vec<String>,
         clock_offsets: ClockOffsets,
     ) -> Result<RunFrames, IngestError> {
-        drop(self.index);
+        drop(std::mem::take(&mut self.index));
+        let mut warnings = Vec::new();
+        let repeats = self.repeated_arrivals.len() + self.repeated_departures;
+        if repeats > 0 {
+            warnings.push(tunnel::log::duplicates_warning(repeats as u64));
+            self.drop_repeated_arrivals();
+        }
         if self.unmatched > 0 {
             warnings.push(format!(
                 "{} received packets were never logged as sent (no one-way delay)",
@@ -441,9 +489,36 @@ impl Matcher {
             opportunities: None,
             init_ms,
             warnings,
+            problems,
             clock_offsets,
         })
     }
+
+    /// Removes the arrivals that repeat a UID (the first of each stays).
+    fn drop_repeated_arrivals(&mut self) {
+        let mut drop = std::mem::take(&mut self.repeated_arrivals);
+        drop.sort_unstable();
+        fn retain_others<T>(v: &mut Vec<T>, drop: &[usize]) {
+            let mut k = 0;
+            v.retain(|_| {
+                k += 1;
+                drop.binary_search(&(k - 1)).is_err()
+            });
+        }
+        retain_others(&mut self.a_flow, &drop);
+        retain_others(&mut self.a_t, &drop);
+        retain_others(&mut self.a_size, &drop);
+    }
+}
+
+/// What a departure's UID is to its flow's index.
+enum Lookup {
+    /// Sent: the arrival's position, now matched.
+    Sent(usize),
+    /// Sent, and matched to an earlier departure already.
+    Repeat,
+    /// Never logged as sent.
+    Unknown,
 }
 
 /// Where each sent packet's arrival time is, by UID, for one flow: a dense table when the
@@ -454,8 +529,12 @@ enum UidIndex {
 }
 
 impl UidIndex {
-    /// Indexes `uids` (positions `base..` in the arrival columns).
-    fn new(uids: &[u64], base: usize) -> UidIndex {
+    /// Slot of a UID whose arrival was matched already.
+    const MATCHED: u32 = u32::MAX - 1;
+
+    /// Indexes `uids` (positions `base..` in the arrival columns). A UID given again keeps its
+    /// first position; the repeats' positions are added to `repeats`.
+    fn new(uids: &[u64], base: usize, repeats: &mut Vec<usize>) -> UidIndex {
         let (lo, hi) = uids
             .iter()
             .fold((u64::MAX, 0), |(lo, hi), &u| (lo.min(u), hi.max(u)));
@@ -463,27 +542,41 @@ impl UidIndex {
         if !uids.is_empty() && range <= 2 * uids.len() as u64 + 1024 {
             let mut slots = vec![u32::MAX; range as usize];
             for (i, &u) in uids.iter().enumerate() {
-                slots[(u - lo) as usize] = (base + i) as u32;
+                let slot = &mut slots[(u - lo) as usize];
+                if *slot == u32::MAX {
+                    *slot = (base + i) as u32;
+                } else {
+                    repeats.push(base + i);
+                }
             }
             UidIndex::Dense { first: lo, slots }
         } else {
-            UidIndex::Sparse(
-                uids.iter()
-                    .enumerate()
-                    .map(|(i, &u)| (u, (base + i) as u32))
-                    .collect(),
-            )
+            let mut m = std::collections::HashMap::with_capacity(uids.len());
+            for (i, &u) in uids.iter().enumerate() {
+                match m.entry(u) {
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert((base + i) as u32);
+                    }
+                    std::collections::hash_map::Entry::Occupied(_) => repeats.push(base + i),
+                }
+            }
+            UidIndex::Sparse(m)
         }
     }
 
-    fn get(&self, uid: u64) -> Option<usize> {
-        match self {
+    /// Looks `uid` up and marks it matched.
+    fn take(&mut self, uid: u64) -> Lookup {
+        let slot = match self {
             UidIndex::Dense { first, slots } => uid
                 .checked_sub(*first)
-                .and_then(|k| slots.get(k as usize))
-                .filter(|&&i| i != u32::MAX)
-                .map(|&i| i as usize),
-            UidIndex::Sparse(m) => m.get(&uid).map(|&i| i as usize),
+                .and_then(|k| slots.get_mut(k as usize))
+                .filter(|i| **i != u32::MAX),
+            UidIndex::Sparse(m) => m.get_mut(&uid),
+        };
+        match slot {
+            None => Lookup::Unknown,
+            Some(i) if *i == Self::MATCHED => Lookup::Repeat,
+            Some(i) => Lookup::Sent(std::mem::replace(i, Self::MATCHED) as usize),
         }
     }
 }
@@ -493,21 +586,36 @@ impl UidIndex {
 /// neither a whole file nor a record list is held. Peak memory ≈ 20 bytes per arrival + 28 per
 /// departure + the index (4–8 bytes per arrival), against 48 bytes of logs per delivered packet.
 fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, IngestError> {
-    let mut warnings = Vec::new();
+    let mut problems = Vec::new();
     // Headers first: every log's base time and clock offset set the common origin.
     let mut logs = Vec::new();
     for (flow, egress, ingress) in pairs {
+        let mut headers = Vec::new();
         for (path, is_arrival) in [(egress, true), (ingress, false)] {
             if !path.exists() {
-                warnings.push(format!("flow {flow}: {} is missing", path.display()));
+                problems.push(format!("flow {flow}: {} is missing", path.display()));
                 continue;
             }
             let header = tunnel::log::read_header(path)?;
+            headers.push(header);
             // Records in the file, to size the columns once.
             let records = std::fs::metadata(path).map_or(0, |m| {
                 (m.len() as usize).saturating_sub(tunnel::log::HEADER_LEN) / tunnel::log::RECORD_LEN
             });
+            if is_arrival && records == 0 {
+                problems.push(format!(
+                    "flow {flow}: nothing logged as sent in {}",
+                    path.display()
+                ));
+            }
             logs.push((path, is_arrival, header, records));
+        }
+        if let [e, i] = headers[..] {
+            problems.extend(
+                tunnel::log::pair_problems(&e, &i)
+                    .into_iter()
+                    .map(|p| format!("flow {flow}: {p}")),
+            );
         }
     }
     let without: Vec<String> = logs
@@ -549,14 +657,14 @@ fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, Inges
                 m.end_flow();
             }
             if let Some(stop) = stop {
-                warnings.push(format!(
+                problems.push(truncated(&format!(
                     "{}: read {n} records, stopped at {stop}",
                     path.display()
-                ));
+                )));
             }
         }
     }
-    m.finish(min_base as f64 / 1e6, warnings, clock_offsets)
+    m.finish(min_base as f64 / 1e6, problems, clock_offsets)
 }
 
 #[cfg(test)]
@@ -570,14 +678,11 @@ mod tests {
         std::fs::read(format!("{dir}{name}")).unwrap()
     }
 
-    #[test]
-    fn analyze_and_tunnel_check_give_the_same_p95_on_one_log() {
-        use tunnel::log::{Direction, Header, Kind, LogFormat, LogWriter, Record, Role};
-        let dir = std::env::temp_dir().join(format!("p95-agree-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        // 13 packets with one-way delays 1..13 ms: Pantheon's index round(0.95·12) = 11 gives
-        // 12 ms, the nearest rank ceil(0.95·13) gives 13 ms, so a second definition shows.
-        let header = |role, kind| Header {
+    use tunnel::log::{Direction, Header, Kind, Role};
+
+    /// The header of a flow-1 datalink log written by `role`.
+    fn header(role: Role, kind: Kind) -> Header {
+        Header {
             role,
             kind,
             flow: 1,
@@ -585,37 +690,60 @@ mod tests {
             base_realtime_ns: 1_795_000_000_000_000_000,
             clock_offset_ns: None,
             clock_drift_ppb: 0,
-        };
-        let egress_path = dir.join(log_name("cubic", "datalink", 1, 1, "egress"));
-        let ingress_path = dir.join(log_name("cubic", "datalink", 1, 1, "ingress"));
-        let mut egress = LogWriter::create(
-            &egress_path,
-            &header(Role::Client, Kind::Egress),
-            &LogFormat::Binary,
-        )
-        .unwrap();
-        let mut ingress = LogWriter::create(
-            &ingress_path,
-            &header(Role::Server, Kind::Ingress),
-            &LogFormat::Binary,
-        )
-        .unwrap();
-        for i in 0..13u64 {
-            let r = |t_ns, kind| Record {
-                t_ns,
-                uid: i,
-                size: 1500,
-                flow: 1,
-                kind,
-            };
-            egress.push(&r(i * 10_000_000, Kind::Egress)).unwrap();
-            let delay_ns = (i + 1) * 1_000_000;
-            ingress
-                .push(&r(i * 10_000_000 + delay_ns, Kind::Ingress))
-                .unwrap();
         }
-        egress.flush().unwrap();
-        ingress.flush().unwrap();
+    }
+
+    /// Writes cubic run `run`'s flow-1 datalink logs into `dir` with the given headers:
+    /// `sent` and `received` are (time ns, UID) records of 1500 bytes. Returns their paths.
+    fn write_pair(
+        dir: &Path,
+        run: u32,
+        headers: (Header, Header),
+        sent: &[(u64, u64)],
+        received: &[(u64, u64)],
+    ) -> (PathBuf, PathBuf) {
+        use tunnel::log::{LogFormat, LogWriter, Record};
+        let mut paths = Vec::new();
+        for (kind, header, records) in [
+            ("egress", headers.0, sent),
+            ("ingress", headers.1, received),
+        ] {
+            let path = dir.join(log_name("cubic", "datalink", run, 1, kind));
+            let mut w = LogWriter::create(&path, &header, &LogFormat::Binary).unwrap();
+            for &(t_ns, uid) in records {
+                let r = Record {
+                    t_ns,
+                    uid,
+                    size: 1500,
+                    flow: 1,
+                    kind: header.kind,
+                };
+                w.push(&r).unwrap();
+            }
+            w.flush().unwrap();
+            paths.push(path);
+        }
+        (paths[0].clone(), paths[1].clone())
+    }
+
+    fn pair_headers() -> (Header, Header) {
+        (
+            header(Role::Client, Kind::Egress),
+            header(Role::Server, Kind::Ingress),
+        )
+    }
+
+    #[test]
+    fn analyze_and_tunnel_check_give_the_same_p95_on_one_log() {
+        let dir = std::env::temp_dir().join(format!("p95-agree-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // 13 packets with one-way delays 1..13 ms: Pantheon's index round(0.95·12) = 11 gives
+        // 12 ms, the nearest rank ceil(0.95·13) gives 13 ms, so a second definition shows.
+        let sent: Vec<(u64, u64)> = (0..13).map(|i| (i * 10_000_000, i)).collect();
+        let received: Vec<(u64, u64)> = (0..13)
+            .map(|i| (i * 10_000_000 + (i + 1) * 1_000_000, i))
+            .collect();
+        let (egress_path, ingress_path) = write_pair(&dir, 1, pair_headers(), &sent, &received);
         let analyzed = read_run(&dir, "cubic", 1).unwrap().stats().unwrap();
         let checked = tunnel::log::check_pair(
             &tunnel::log::read_log(&egress_path).unwrap(),
@@ -625,6 +753,79 @@ mod tests {
         let p95 = analyzed.total.p95_delay_ms.unwrap();
         assert!((p95 - 12.0).abs() < 1e-6, "{p95}");
         assert!((checked.p95_delay_ms - p95).abs() < 1e-6, "{checked:?}");
+    }
+
+    #[test]
+    fn logs_are_checked_before_they_are_believed() {
+        let dir = std::env::temp_dir().join(format!("ingest-checks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // 100 packets 1 ms apart, each 5 ms in the path, uid 7 lost.
+        let sent: Vec<(u64, u64)> = (0..100).map(|i| (i * 1_000_000, i)).collect();
+        let received: Vec<(u64, u64)> = sent
+            .iter()
+            .filter(|r| r.1 != 7)
+            .map(|&(t, u)| (t + 5_000_000, u))
+            .collect();
+        write_pair(&dir, 1, pair_headers(), &sent, &received);
+        let clean = read_run(&dir, "cubic", 1).unwrap();
+        assert!(clean.problems.is_empty() && clean.warnings.is_empty());
+        let want = clean.stats().unwrap().total;
+        // Every record logged twice, on either side: the same numbers as the clean logs, a
+        // duplicate warning, and `pantheon-tunnel check` counts the repeats the same way.
+        let twice =
+            |r: &[(u64, u64)]| -> Vec<(u64, u64)> { r.iter().flat_map(|&x| [x, x]).collect() };
+        for (run, s, r) in [
+            (2, twice(&sent), received.clone()),
+            (3, sent.clone(), twice(&received)),
+        ] {
+            let (e, i) = write_pair(&dir, run, pair_headers(), &s, &r);
+            let frames = read_run(&dir, "cubic", run).unwrap();
+            assert!(frames.problems.is_empty(), "{:?}", frames.problems);
+            let dup = tunnel::log::duplicates_warning(if run == 2 { 100 } else { 99 });
+            assert_eq!(frames.warnings, [dup], "run {run}");
+            let got = frames.stats().unwrap().total;
+            assert_eq!(
+                (got.arrived, got.departed, got.tput_mbps, got.loss),
+                (want.arrived, want.departed, want.tput_mbps, want.loss),
+                "run {run}"
+            );
+            let checked = tunnel::log::check_pair(
+                &tunnel::log::read_log(&e).unwrap(),
+                &tunnel::log::read_log(&i).unwrap(),
+            );
+            assert_eq!(
+                (checked.duplicates, checked.lost),
+                (if run == 2 { 100 } else { 99 }, 1)
+            );
+        }
+        // Swapped logs (each header says the other kind) and an acklink log paired with a
+        // datalink one: problems, so the run is invalid.
+        let (e, i) = pair_headers();
+        let swapped = (i, e);
+        write_pair(&dir, 4, swapped, &received, &sent);
+        let p = read_run(&dir, "cubic", 4).unwrap().problems;
+        assert!(p.iter().any(|p| p.contains("swapped")), "{p:?}");
+        let acklink = Header {
+            direction: Direction::Acklink,
+            ..i
+        };
+        write_pair(&dir, 5, (e, acklink), &sent, &received);
+        let p = read_run(&dir, "cubic", 5).unwrap().problems;
+        assert!(p.iter().any(|p| p.contains("acklink")), "{p:?}");
+        // A truncated log and a missing one.
+        let (_, ingress) = write_pair(&dir, 6, pair_headers(), &sent, &received);
+        let len = std::fs::metadata(&ingress).unwrap().len();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&ingress)
+            .unwrap();
+        f.set_len(len - 3).unwrap();
+        let p = read_run(&dir, "cubic", 6).unwrap().problems;
+        assert!(p.iter().any(|p| p.starts_with("truncated log:")), "{p:?}");
+        std::fs::remove_file(&ingress).unwrap();
+        let p = read_run(&dir, "cubic", 6).unwrap().problems;
+        assert!(p.iter().any(|p| p.contains("is missing")), "{p:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

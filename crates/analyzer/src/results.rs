@@ -415,7 +415,11 @@ pub fn write_json(path: &Path, value: &Value) -> std::io::Result<()> {
     tmp.push(".tmp");
     std::fs::write(&tmp, out)
         .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| std::io::Error::new(e.kind(), format!("write {}: {e}", path.display())))
+        .map_err(|e| {
+            // The earlier file stays whole; the half-written one goes.
+            let _ = std::fs::remove_file(&tmp);
+            std::io::Error::new(e.kind(), format!("write {}: {e}", path.display()))
+        })
 }
 
 /// `value` with the keys of every object in sorted order (whatever map serde_json was built
@@ -451,6 +455,9 @@ mod tests {
         let m: Metadata = serde_json::from_str(text).unwrap();
         assert_eq!(m.run_times, 5);
         assert_eq!(m.start_run_id, 1);
+        // A count beyond u32 is refused, not wrapped to 0 runs (the error gives line, column).
+        let e = serde_json::from_str::<Metadata>(r#"{"run_times": 4294967296}"#).unwrap_err();
+        assert!(e.to_string().contains("4294967296") && e.line() == 1, "{e}");
         assert_eq!(m.runtime, 30.0);
         assert_eq!(m.mode, Some(Mode::Remote));
         assert_eq!(m.sender(), Node::Remote);

@@ -39,6 +39,10 @@ pub enum TraceError {
     },
 }
 
+/// The largest time a trace line may give, ms: half of what nanoseconds in a `u64` hold, so
+/// that a period and the time within it add up without overflow.
+pub const MAX_TRACE_MS: u64 = u64::MAX / 1_000_000 / 2;
+
 /// A parsed trace: opportunity times in ms within one period. The default is empty: a trace
 /// not read yet (an mm-link described but not loaded), which no stage accepts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,6 +71,12 @@ impl Trace {
                 let v: u64 = raw.parse().map_err(|_| {
                     line_err(i + 1, &format!("not a non-negative integer: {raw:?}"))
                 })?;
+                if v > MAX_TRACE_MS {
+                    return Err(line_err(
+                        i + 1,
+                        &format!("{v} ms is beyond the longest trace ({MAX_TRACE_MS} ms, about 290 years: times are kept in nanoseconds)"),
+                    ));
+                }
                 if let Some(&prev) = opportunities_ms.last() {
                     if v < prev {
                         return Err(line_err(
@@ -245,6 +255,14 @@ mod tests {
     fn parse_errors_name_file_and_line() {
         let e = Trace::parse("1\n2\n\n3\n", "up.trace").unwrap_err();
         assert_eq!(e.to_string(), "up.trace:3: invalid empty line");
+        // One opportunity per 584 years would wrap nanoseconds: refused, with its line.
+        let e = Trace::parse("1\n18446744073709552\n", "far.trace").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("far.trace:2: 18446744073709552 ms is beyond"),
+            "{e}"
+        );
+        assert!(Trace::parse(&format!("{MAX_TRACE_MS}\n"), "t").is_ok());
         let e = Trace::parse("1\nx2\n", "t").unwrap_err();
         assert!(
             e.to_string().starts_with("t:2: not a non-negative integer"),

@@ -30,18 +30,23 @@ struct RunResult {
     /// Traffic lasted under 80 % of the runtime: reported, not counted in the means
     /// (Pantheon ignores such runs).
     short: bool,
+    /// Its logs cannot be believed (missing, truncated, not a pair: the flags say which):
+    /// reported invalid, not counted.
+    invalid: bool,
 }
 
 impl RunResult {
-    /// Whether the run counts in the summary's means and plots: it has statistics and is not
-    /// short.
+    /// Whether the run counts in the summary's means and plots: it has statistics and is
+    /// neither short nor invalid.
     fn valid_stats(&self) -> Option<&RunStats> {
-        self.stats.as_ref().filter(|_| !self.short)
+        self.stats.as_ref().filter(|_| !self.short && !self.invalid)
     }
 
-    /// `ok`, `FAILED` or `INTERRUPTED`, as the summary and stats log print it.
+    /// `ok`, `INVALID` (ended normally, logs not to be believed), `FAILED` or `INTERRUPTED`,
+    /// as the summary and stats log print it.
     fn status(&self) -> &'static str {
         match self.outcome {
+            RunOutcome::Ok if self.invalid => "INVALID",
             RunOutcome::Ok => "ok",
             RunOutcome::Failed { .. } => "FAILED",
             RunOutcome::Interrupted => "INTERRUPTED",
@@ -107,6 +112,7 @@ fn analyze_run(
         // The runner's remarks (qdisc used, drain, tunnel warnings) come first.
         flags: recorded.map(|r| r.notes.clone()).unwrap_or_default(),
         short: false,
+        invalid: false,
     };
     if rr.outcome != RunOutcome::Ok {
         return Ok(rr);
@@ -121,6 +127,9 @@ fn analyze_run(
             return Ok(rr);
         }
     };
+    rr.invalid = !frames.problems.is_empty();
+    rr.flags
+        .extend(frames.problems.iter().map(|p| format!("invalid: {p}")));
     rr.flags.extend(frames.warnings.iter().cloned());
     rr.flags.extend(clock_warning(&frames.clock_offsets, meta));
     let stats = frames
@@ -174,20 +183,31 @@ fn clock_warning(offsets: &ClockOffsets, meta: &Metadata) -> Option<String> {
     }
 }
 
-/// `pantheon_perf.json`: `{scheme: {run_id: {"all": {tput, delay, loss, …}, "1": {…}}}}`.
+/// `pantheon_perf.json`: `{scheme: {run_id: {"all": {tput, delay, loss, …}, "1": {…}}}}`,
+/// as Pantheon; ours add `"flags"` (the run's warnings) where there are any, and an invalid
+/// run (logs not to be believed) is `{"valid": false, "flags": […]}`, without numbers.
 fn write_perf(dir: &Path, results: &Results) -> anyhow::Result<()> {
     let mut perf = serde_json::Map::new();
     for (scheme, runs) in results {
         let mut by_run = serde_json::Map::new();
         for r in runs {
-            if let Some(s) = &r.stats {
-                let mut flows_json = serde_json::Map::new();
-                flows_json.insert("all".into(), flow_json(&s.total));
-                for (id, f) in &s.flows {
-                    flows_json.insert(id.to_string(), flow_json(f));
+            let mut run_json = serde_json::Map::new();
+            match &r.stats {
+                Some(_) if r.invalid => {
+                    run_json.insert("valid".into(), Value::Bool(false));
                 }
-                by_run.insert(r.run_id.to_string(), Value::Object(flows_json));
+                Some(s) => {
+                    run_json.insert("all".into(), flow_json(&s.total));
+                    for (id, f) in &s.flows {
+                        run_json.insert(id.to_string(), flow_json(f));
+                    }
+                }
+                None => continue,
             }
+            if !r.flags.is_empty() {
+                run_json.insert("flags".into(), serde_json::json!(r.flags));
+            }
+            by_run.insert(r.run_id.to_string(), Value::Object(run_json));
         }
         perf.insert(scheme.clone(), Value::Object(by_run));
     }

@@ -149,10 +149,14 @@ impl RunRecord {
         for l in extra {
             head.push_str(&format!("{l}\n"));
         }
-        let _ = std::fs::write(
-            dir.join(format!("{}_stats_run{}.log", self.scheme, self.run_id)),
-            head,
-        );
+        let stats_log = dir.join(format!("{}_stats_run{}.log", self.scheme, self.run_id));
+        if let Err(e) = std::fs::write(&stats_log, head) {
+            if self.outcome == RunOutcome::Ok {
+                self.outcome = RunOutcome::Failed {
+                    reason: format!("write {}: {e}", stats_log.display()),
+                };
+            }
+        }
     }
 }
 
@@ -239,29 +243,32 @@ impl RunResources {
 
     /// Ends everything, in order: the scheme processes, the tunnels, the emulator (which
     /// completes its link logs), then removes the namespaces. Returns the notes for the run
-    /// record (tunnel and emulator warnings, processes still inside a namespace at the end) and
-    /// the emulator's (uplink, downlink) drops.
-    pub fn teardown(mut self) -> (Vec<String>, (u64, u64)) {
-        let mut notes = Vec::new();
+    /// record (tunnel warnings, processes still inside a namespace at the end), the logs that
+    /// could not be written and the emulator's (uplink, downlink) drops.
+    pub fn teardown(mut self) -> Teardown {
+        let mut t = Teardown::default();
         for p in &mut self.processes {
             p.stop();
         }
         for e in self.endpoints.drain(..) {
             let control = e.control.clone();
             e.finish();
-            notes.extend(
+            t.notes.extend(
                 control
                     .warnings()
                     .into_iter()
                     .map(|w| format!("tunnel: {w}")),
             );
+            t.log_failures
+                .extend(control.log_error().map(|e| format!("tunnel: {e}")));
         }
-        let mut drops = (0, 0);
         if let Some(emu) = &mut self.emulator {
-            // Stopping completes the mm-link logs; the devices go with the namespaces.
+            // Stopping completes the mm-link logs; the devices go with the namespaces. Its
+            // errors are the link logs' write errors.
             emu.stop();
-            notes.extend(emu.errors().into_iter().map(|e| format!("emulator: {e}")));
-            drops = (
+            t.log_failures
+                .extend(emu.errors().into_iter().map(|e| format!("emulator: {e}")));
+            t.drops = (
                 emu.uplink.dropped.load(Ordering::Relaxed),
                 emu.downlink.dropped.load(Ordering::Relaxed),
             );
@@ -276,12 +283,36 @@ impl RunResources {
             .collect();
         drop(self);
         if !leftovers.is_empty() {
-            notes.push(format!(
+            t.notes.push(format!(
                 "processes still in namespaces at teardown: {}",
                 leftovers.join("; ")
             ));
         }
-        (notes, drops)
+        t
+    }
+}
+
+/// What [`RunResources::teardown`] reports.
+#[derive(Debug, Default)]
+pub struct Teardown {
+    /// Remarks for the run record: tunnel warnings, processes left in a namespace.
+    pub notes: Vec<String>,
+    /// Logs that could not be written, and why (a full disk): the run cannot be believed.
+    pub log_failures: Vec<String>,
+    /// Packets the emulator's queues dropped, (uplink, downlink).
+    pub drops: (u64, u64),
+}
+
+impl Teardown {
+    /// `result` of the run, failed if some log could not be written.
+    pub fn judge(&self, result: anyhow::Result<()>) -> anyhow::Result<()> {
+        match result {
+            Ok(()) if !self.log_failures.is_empty() => Err(anyhow!(
+                "its logs could not be written ({})",
+                self.log_failures.join("; ")
+            )),
+            other => other,
+        }
     }
 }
 
@@ -376,9 +407,10 @@ pub fn run_once(
         progress,
     );
     // Tear down explicitly (the same happens on unwinding), then check nothing is left.
-    let (notes, drops) = res.teardown();
-    record.notes.extend(notes);
-    record.emulator_drops = drops;
+    let t = res.teardown();
+    let result = t.judge(result);
+    record.notes.extend(t.notes);
+    record.emulator_drops = t.drops;
     record.finish(result, &plan.data_dir, &[]);
     record
 }

@@ -90,9 +90,12 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
 
+    /// One start: the side, its flow, the flow's address (if any) and when, since `t0`.
+    type Start = (Side, u16, Option<String>, Duration);
+
     /// Sides that record what was started, and fail from a given start on.
     struct Recorded {
-        started: RefCell<Vec<(Side, u16, Option<String>, Duration)>>,
+        started: RefCell<Vec<Start>>,
         t0: Instant,
         fail_after: usize,
     }

@@ -87,6 +87,7 @@ pub struct Control {
     tun_write_errors: AtomicU64,
     peer_closed: AtomicBool,
     error: Mutex<Option<String>>,
+    log_error: Mutex<Option<String>>,
 }
 
 impl Control {
@@ -144,6 +145,12 @@ impl Control {
     /// The error that ended the endpoint, if any.
     pub fn error(&self) -> Option<String> {
         self.error.lock().expect("poisoned").clone()
+    }
+    /// Why writing the packet logs failed (a full disk, an I/O error), if it did: the logs
+    /// are incomplete and the run's numbers cannot be believed. Known once the endpoint has
+    /// stopped.
+    pub fn log_error(&self) -> Option<String> {
+        self.log_error.lock().expect("poisoned").clone()
     }
 }
 
@@ -279,6 +286,7 @@ pub fn start(
         tun_write_errors: AtomicU64::new(0),
         peer_closed: AtomicBool::new(false),
         error: Mutex::new(None),
+        log_error: Mutex::new(None),
     });
     let peer = match cfg.role {
         Role::Client => Some(cfg.udp_addr),
@@ -455,7 +463,11 @@ impl Relay {
         {
             match ring.finish() {
                 Ok(n) => dropped += n,
-                Err(e) => self.fail(format!("write packet log: {e}")),
+                Err(e) => {
+                    let why = format!("write packet log: {e}");
+                    *self.control.log_error.lock().expect("poisoned") = Some(why.clone());
+                    self.fail(why);
+                }
             }
         }
         self.control

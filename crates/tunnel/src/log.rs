@@ -525,10 +525,14 @@ pub struct PairCheck {
     pub sent: u64,
     /// Records in the ingress log whose UID was sent.
     pub received: u64,
-    /// Sent UIDs never received: `sent − received` when nothing is duplicated.
+    /// Sent UIDs never received: `sent − received`.
     pub lost: u64,
-    /// Ingress records whose UID was never sent, or was received before (should be 0).
+    /// Ingress records whose UID was never sent (should be 0).
     pub unexpected: u64,
+    /// Records that repeat a UID already logged in the same log, sent or received (should be
+    /// 0): the first record of a UID counts, the repeats are dropped — as `pantheon analyze`
+    /// treats them.
+    pub duplicates: u64,
     /// Received packets whose size differs from the size they were sent with (should be 0).
     pub size_mismatches: u64,
     /// Median one-way delay of received packets ([`percentile_nearest`] at 0.5), ms, on the two logs' own clocks (exact on
@@ -551,13 +555,68 @@ pub fn percentile_nearest(sorted: &[f64], q: f64) -> Option<f64> {
     Some(sorted[(q.clamp(0.0, 1.0) * last as f64).round() as usize])
 }
 
+/// Why two logs' headers say they are not one flow's (sent, received) pair of one direction:
+/// `egress` must be an egress log and `ingress` an ingress log (two logs given the other way
+/// round are *swapped*), of the same direction and flow, written by the two different
+/// endpoints. Empty when they are a pair. `pantheon-tunnel check` warns with these;
+/// `pantheon analyze` marks the run invalid.
+pub fn pair_problems(egress: &Header, ingress: &Header) -> Vec<String> {
+    let mut p = Vec::new();
+    if egress.kind == Kind::Ingress && ingress.kind == Kind::Egress {
+        p.push(
+            "swapped: the egress log's header says ingress and the ingress log's says egress"
+                .into(),
+        );
+    } else {
+        for (h, want) in [(egress, Kind::Egress), (ingress, Kind::Ingress)] {
+            if h.kind != want {
+                p.push(format!(
+                    "mismatched: the {} log's header says {}",
+                    want.as_str(),
+                    h.kind.as_str()
+                ));
+            }
+        }
+    }
+    if egress.direction != ingress.direction {
+        p.push(format!(
+            "mismatched: a {} log paired with an {} log",
+            egress.direction.as_str(),
+            ingress.direction.as_str()
+        ));
+    }
+    if egress.flow != ingress.flow {
+        p.push(format!(
+            "mismatched: flow {} paired with flow {}",
+            egress.flow, ingress.flow
+        ));
+    }
+    if egress.role == ingress.role {
+        p.push("mismatched: both logs were written by the same endpoint".into());
+    }
+    p
+}
+
+/// The warning of `pantheon-tunnel check` and `pantheon analyze` for `n` records that repeat
+/// a UID already logged in the same log (a tunnel numbers every packet once: a log that
+/// repeats UIDs was written or copied wrongly).
+pub fn duplicates_warning(n: u64) -> String {
+    format!("duplicate UIDs: {n} records repeat a UID logged before in the same log (the first record of each UID counted, the repeats dropped)")
+}
+
 /// Matches `egress` (one endpoint's sent packets) with `ingress` (the other's received ones)
 /// on their UIDs, as Pantheon's `merge_tunnel_logs.py` does, but counting problems instead of
-/// stopping at the first one.
+/// stopping at the first one. A UID logged twice in one log counts once (its first record).
 pub fn check_pair(egress: &LogFile, ingress: &LogFile) -> PairCheck {
     let mut sent = std::collections::HashMap::with_capacity(egress.records.len());
+    let mut duplicates = 0u64;
     for r in &egress.records {
-        sent.insert(r.uid, (r.t_ns, r.size, false));
+        match sent.entry(r.uid) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert((r.t_ns, r.size, false));
+            }
+            std::collections::hash_map::Entry::Occupied(_) => duplicates += 1,
+        }
     }
     let shift = ingress.header.base_realtime_ns as i128 - egress.header.base_realtime_ns as i128;
     let (mut received, mut unexpected, mut size_mismatches) = (0u64, 0u64, 0u64);
@@ -570,7 +629,8 @@ pub fn check_pair(egress: &LogFile, ingress: &LogFile) -> PairCheck {
                 size_mismatches += u64::from(*size != r.size);
                 delays.push((r.t_ns as i128 + shift - *t_sent as i128) as f64 / 1e6);
             }
-            _ => unexpected += 1,
+            Some(_) => duplicates += 1,
+            None => unexpected += 1,
         }
     }
     delays.sort_by(f64::total_cmp);
@@ -580,6 +640,7 @@ pub fn check_pair(egress: &LogFile, ingress: &LogFile) -> PairCheck {
         received,
         lost: sent.len() as u64 - received,
         unexpected,
+        duplicates,
         size_mismatches,
         median_delay_ms: rank(0.5),
         p95_delay_ms: rank(0.95),
@@ -795,7 +856,9 @@ mod tests {
             stopped_at: None,
         };
         // Ingress base is 1 ms later; packets take 2 ms on the egress clock, uid 3 is lost,
-        // uid 42 was never sent and uid 5 arrives twice.
+        // uid 42 was never sent and uid 5 arrives twice; uid 7 is logged as sent twice.
+        let mut egress = egress;
+        egress.records.push(rec(9_000_000, 7, Kind::Egress));
         h.base_realtime_ns += 1_000_000;
         h.kind = Kind::Ingress;
         let mut records: Vec<Record> = (0..10u64)
@@ -812,9 +875,43 @@ mod tests {
                 stopped_at: None,
             },
         );
-        assert_eq!((c.sent, c.received, c.lost, c.unexpected), (10, 9, 1, 2));
+        assert_eq!(
+            (c.sent, c.received, c.lost, c.unexpected, c.duplicates),
+            (10, 9, 1, 1, 2)
+        );
         assert_eq!(c.size_mismatches, 0);
         assert_eq!((c.median_delay_ms, c.p95_delay_ms), (2.0, 2.0));
+    }
+
+    #[test]
+    fn headers_tell_swapped_and_mismatched_pairs() {
+        let egress = header();
+        let ingress = Header {
+            role: Role::Server,
+            kind: Kind::Ingress,
+            ..header()
+        };
+        assert!(pair_problems(&egress, &ingress).is_empty());
+        let p = pair_problems(&ingress, &egress);
+        assert!(p[0].starts_with("swapped:"), "{p:?}");
+        let acklink = Header {
+            direction: Direction::Acklink,
+            ..ingress
+        };
+        let p = pair_problems(&egress, &acklink);
+        assert_eq!(p, ["mismatched: a datalink log paired with an acklink log"]);
+        let other_flow = Header { flow: 3, ..ingress };
+        assert_eq!(
+            pair_problems(&egress, &other_flow),
+            ["mismatched: flow 2 paired with flow 3"]
+        );
+        let p = pair_problems(&egress, &egress);
+        assert!(
+            p.iter()
+                .any(|w| w.contains("ingress log's header says egress")),
+            "{p:?}"
+        );
+        assert!(p.iter().any(|w| w.contains("same endpoint")), "{p:?}");
     }
 
     #[test]

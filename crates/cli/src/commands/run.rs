@@ -373,7 +373,9 @@ type RunOne<'a> = &'a dyn Fn(&Scheme, u32, &str, &dyn Fn(f64)) -> runner::RunRec
 /// `<prefix>-<n>` and a progress callback), with a progress bar; records each run in
 /// `pantheon_runs.json` as it ends; stops after the current run on Ctrl-C; then analyses the
 /// results directory and prints the summary. Exit status: 0 when every run ended normally, 1
-/// when some run failed (the others ran; the failed ones are listed), 130 when interrupted.
+/// when some run failed (the others ran; the failed ones are listed), 130 when interrupted;
+/// a run that cannot be recorded in `pantheon_runs.json` (a full disk) stops the experiment
+/// with an error (status 2).
 fn run_experiment(
     plan: &ExperimentPlan,
     registry: &Registry,
@@ -416,7 +418,12 @@ fn run_experiment(
             if let RunOutcome::Failed { .. } = rec.outcome {
                 failed.push(format!("{name} run {run_id}"));
             }
-            rec.append_to(&plan.data_dir)?;
+            rec.append_to(&plan.data_dir).with_context(|| {
+                format!(
+                    "{name} run {run_id} could not be recorded; the experiment stops (runs \
+                     recorded before it are kept)"
+                )
+            })?;
             if INTERRUPTED.load(Ordering::SeqCst) {
                 break 'runs;
             }

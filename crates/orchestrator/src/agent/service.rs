@@ -308,7 +308,12 @@ impl Inner {
             e.control.stop_admitting();
         }
         std::thread::sleep(drain);
-        let (notes, _) = hosted.res.teardown();
+        let t = hosted.res.teardown();
+        let notes = t.notes.into_iter().chain(
+            t.log_failures
+                .into_iter()
+                .map(|f| format!("log not written: {f}")),
+        );
         super::log(&format!("run {run}: stopped"));
         proto::StopReply {
             notes: notes

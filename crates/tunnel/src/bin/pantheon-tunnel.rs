@@ -468,7 +468,17 @@ fn check(egress: &Path, ingress: &Path, json: bool) -> anyhow::Result<u8> {
             );
         }
     }
+    for w in log::pair_problems(&e.header, &i.header) {
+        eprintln!(
+            "warning: {} and {}: {w}",
+            egress.display(),
+            ingress.display()
+        );
+    }
     let c = log::check_pair(&e, &i);
+    if c.duplicates > 0 {
+        eprintln!("warning: {}", log::duplicates_warning(c.duplicates));
+    }
     let loss = if c.sent == 0 {
         0.0
     } else {
@@ -477,24 +487,27 @@ fn check(egress: &Path, ingress: &Path, json: bool) -> anyhow::Result<u8> {
     if json {
         println!(
             "{{\"sent\": {}, \"received\": {}, \"lost\": {}, \"loss\": {loss}, \"unexpected\": {}, \
-             \"size_mismatches\": {}, \"median_delay_ms\": {}, \"p95_delay_ms\": {}}}",
+             \"duplicates\": {}, \"size_mismatches\": {}, \"median_delay_ms\": {}, \
+             \"p95_delay_ms\": {}}}",
             c.sent,
             c.received,
             c.lost,
             c.unexpected,
+            c.duplicates,
             c.size_mismatches,
             json_number(c.median_delay_ms),
             json_number(c.p95_delay_ms),
         );
     } else {
         println!(
-            "sent {}  received {}  lost {} ({:.4} %)  unexpected {}  size mismatches {}\n\
-             one-way delay: median {:.3} ms, p95 {:.3} ms",
+            "sent {}  received {}  lost {} ({:.4} %)  unexpected {}  duplicates {}  size \
+             mismatches {}\none-way delay: median {:.3} ms, p95 {:.3} ms",
             c.sent,
             c.received,
             c.lost,
             100.0 * loss,
             c.unexpected,
+            c.duplicates,
             c.size_mismatches,
             c.median_delay_ms,
             c.p95_delay_ms,
