@@ -30,3 +30,7 @@ fi
 build_and_install
 pantheon schemes setup quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 copa ledbat
 cargo test --release --locked --workspace
+# The short fault-injection soak (issue 34): at least 20 runs hit by SIGKILL, SIGTERM, a crashing
+# or hanging scheme or a full disk, each followed by the invariants (nothing left, nothing lost,
+# every faulted run marked); bench/soak.sh 300 is the long one.
+bash bench/soak.sh 20

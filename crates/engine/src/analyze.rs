@@ -74,16 +74,23 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
             dir.display()
         );
     }
-    let records = RunRecord::read_all(dir).unwrap_or_else(|e| {
-        eprintln!("warning: {e:#}; every run is analysed as if it ended normally");
-        Vec::new()
-    });
+    // Our harness records every run's end; Pantheon's did not.
+    let (records, recorded_here) = match RunRecord::read_all(dir) {
+        Ok(records) => (records, meta.harness.is_some()),
+        Err(e) => {
+            eprintln!("warning: {e:#}; every run is analysed as if it ended normally");
+            (Vec::new(), false)
+        }
+    };
     let mut results = Results::new();
     for (scheme, run_id) in meta.runs() {
         let recorded = records
             .iter()
             .find(|r| r.scheme == scheme && r.run_id == run_id);
-        let rr = analyze_run(dir, &meta, &scheme, run_id, recorded)?;
+        let rr = match recorded {
+            None if recorded_here => unrecorded(run_id),
+            _ => analyze_run(dir, &meta, &scheme, run_id, recorded)?,
+        };
         write_stats_log(dir, &scheme, &rr)?;
         results.entry(scheme).or_default().push(rr);
     }
@@ -93,6 +100,22 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
     summary_plots(dir, &meta, &results, registry)?;
     write_report(dir, &meta, &results, registry)?;
     Ok(md)
+}
+
+/// A run of our harness with no record of how it ended: never started, or the command running
+/// it was killed (SIGKILL) before it could say; whatever logs it left are not counted.
+fn unrecorded(run_id: u32) -> RunResult {
+    RunResult {
+        run_id,
+        outcome: RunOutcome::Failed {
+            reason: "no record of how it ended: not run, or the command running it was killed"
+                .into(),
+        },
+        stats: None,
+        flags: Vec::new(),
+        short: false,
+        invalid: false,
+    }
 }
 
 /// One run: its logs → statistics, plots and warnings, unless the runner recorded it as

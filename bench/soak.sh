@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Fault-injection soak (issue 34): short experiments of two runs each, a fault injected into
+# each at a random moment, then the invariants checked once the next command has run.
+#
+#   bash bench/soak.sh [FAULTED_RUNS] [SEED]     (root; default 300 faulted runs, seed 1)
+#
+# Faults, drawn in turn at random (SEED):
+#   kill   SIGKILL of `pantheon run local` during run 2 (run 1 has finished)
+#   term   SIGTERM of `pantheon run local` during run 2
+#   crash  a scheme whose sender exits with status 3 after a random time (both runs)
+#   hang   a scheme whose sender sends nothing and ignores SIGTERM (both runs)
+#   disk   the results directory on a full 100 kB tmpfs (the first run; the second never starts)
+# The dead agent of a remote run is the remote end-to-end test's (`tests/remote.rs`), not
+# drawn here: it needs a testbed of namespaces and agents the soak would rebuild every time.
+#
+# After each experiment `pantheon clean` runs, then `pantheon analyze` where the experiment
+# could not analyse itself (kill), and the invariants are checked:
+#   leaks     no namespace of the experiment's pid, no process of its schemes (iperf3, or the
+#             soak's own scheme processes), no tunnel or emulator device, no pshell NAT rule
+#   lost      run 1 of a kill or term experiment, finished before the fault: its packet and
+#             link logs byte for byte as when it was recorded, and `ok` in the summary
+#   unmarked  every run hit by a fault: FAILED, INTERRUPTED or INVALID in the summary (or, on
+#             the full disk where no summary can be written, FAILED on the command's output)
+# Prints the counts per fault and the three totals (each should be 0); exits 1 if one is not.
+set -euo pipefail
+want=${1:-300}
+RANDOM=${2:-1}
+pantheon=${PANTHEON:-pantheon}
+here=$(cd "$(dirname "$0")/.." && pwd)
+trace=$here/traces/10mbps.trace
+work=$(mktemp -d /tmp/pantheon-soak.XXXXXX)
+marker=pantheon-soak-$$
+disk=$work/disk
+mkdir -p "$disk" "$work/schemes"
+child=
+
+cleanup() {
+  if [ -n "$child" ]; then kill -KILL "$child" 2>/dev/null || true; fi
+  umount "$disk" 2>/dev/null || true
+  "$pantheon" clean >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The soak's own schemes; every process of theirs carries $marker in its command line.
+cat > "$work/schemes/crasher.toml" <<EOF
+name = "crasher"
+label = "Crasher"
+color = "red"
+marker = "o"
+run_first = "receiver"
+[receiver]
+command = ["sh", "-c", "sleep 3600; : $marker"]
+[sender]
+command = ["sh", "-c", "sleep 0.\$((\$\$ % 9 + 1)); echo crashed >&2; exit 3; : $marker"]
+EOF
+cat > "$work/schemes/hanger.toml" <<EOF
+name = "hanger"
+label = "Hanger"
+color = "black"
+marker = "x"
+run_first = "receiver"
+[receiver]
+command = ["sh", "-c", "sleep 3600; : $marker"]
+[sender]
+command = ["sh", "-c", "trap '' TERM INT; while :; do sleep 1; done; : $marker"]
+EOF
+
+iperf3_before=$(pgrep -x iperf3 | sort || true)
+new_iperf3() { comm -13 <(echo "$iperf3_before") <(pgrep -x iperf3 | sort || true) | grep -c . || true; }
+# (The pattern does not match itself: grep's own command line holds `[-]`.)
+marked_processes() { grep -l -a -- "pantheon-soak[-]$$" /proc/[0-9]*/cmdline 2>/dev/null | grep -c . || true; }
+
+# Runs `pantheon run local` into $1 (2 runs of 2 s of scheme $2) in the background; its
+# output goes to $work/<name of $1>.out.
+start() {
+  local dir=$1 scheme=$2
+  "$pantheon" run local --schemes "$scheme" --run-times 2 --runtime 2 --seed "$RANDOM" \
+    --uplink-trace "$trace" --downlink-trace "$trace" --prepend-mm-cmds "mm-delay 5" \
+    --schemes-dir "$work/schemes" --data-dir "$dir" >"$work/$(basename "$dir").out" 2>&1 &
+  child=$!
+}
+
+# Waits until run 1 of $1 is recorded (at most 60 s); returns 1 if the command ended first.
+wait_for_run1() {
+  local dir=$1
+  for _ in $(seq 600); do
+    [ -f "$dir/pantheon_runs.json" ] && return 0
+    kill -0 "$child" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# The summary's status of run $2 in results directory $1 (empty if none).
+status_of() { awk -F'|' -v r="$2" '$3+0 == r && $4 ~ /ok|FAILED|INTERRUPTED|INVALID/ {gsub(/ /, "", $4); print $4; exit}' "$1/pantheon_summary.md" 2>/dev/null || true; }
+
+# Hash of run 1's packet and link logs in $1.
+run1_logs() { (cd "$1" && sha256sum ./*_run1_*.ptlog ./*_mm_*_run1.log 2>/dev/null | sort); }
+
+declare -A faulted=() missed=()
+leaks=0 lost=0 unmarked=0 total=0 i=0
+faults=(kill term crash hang disk)
+started=$(date +%s)
+while [ "$total" -lt "$want" ]; do
+  i=$((i + 1))
+  fault=${faults[$((RANDOM % ${#faults[@]}))]}
+  dir=$work/r$i
+  hit=()   # the runs this fault hit
+  case $fault in
+    kill | term)
+      start "$dir" cubic
+      if ! wait_for_run1 "$dir"; then
+        wait "$child" || true; child=
+        echo "iteration $i ($fault): run 1 was not recorded:" >&2
+        tail -3 "$work/r$i.out" >&2
+        lost=$((lost + 1))
+        continue
+      fi
+      before=$(run1_logs "$dir")
+      # A random moment of run 2: 0.1 to 4 s after run 1 was recorded.
+      r=$((RANDOM % 40 + 1))
+      sleep "$((r / 10)).$((r % 10))"
+      if [ "$fault" = kill ]; then kill -KILL "$child"; else kill -TERM "$child"; fi
+      wait "$child" || true; child=
+      "$pantheon" clean >/dev/null
+      [ "$fault" = kill ] && { "$pantheon" analyze "$dir" >/dev/null 2>&1 || true; }
+      [ "$(run1_logs "$dir")" = "$before" ] && [ "$(status_of "$dir" 1)" = ok ] \
+        || { echo "iteration $i ($fault): run 1 lost or altered" >&2; lost=$((lost + 1)); }
+      if [ "$(status_of "$dir" 2)" = ok ]; then
+        missed[$fault]=$((${missed[$fault]:-0} + 1))   # the fault came after run 2 ended
+      else
+        hit=(2)
+      fi
+      ;;
+    crash | hang)
+      if [ "$fault" = crash ]; then start "$dir" crasher; else start "$dir" hanger; fi
+      wait "$child" || true; child=
+      "$pantheon" clean >/dev/null
+      hit=(1 2)
+      ;;
+    disk)
+      mount -t tmpfs -o size=100k tmpfs "$disk"
+      dir=$disk/r$i
+      start "$dir" cubic
+      wait "$child" || true; child=
+      "$pantheon" clean >/dev/null
+      grep -q "run 1: FAILED" "$work/r$i.out" || { echo "iteration $i (disk): run 1 not FAILED" >&2; unmarked=$((unmarked + 1)); }
+      umount "$disk"
+      total=$((total + 1)); faulted[$fault]=$((${faulted[$fault]:-0} + 1))
+      ;;
+  esac
+  for r in "${hit[@]}"; do
+    total=$((total + 1)); faulted[$fault]=$((${faulted[$fault]:-0} + 1))
+    case $(status_of "$dir" "$r") in
+      FAILED | INTERRUPTED | INVALID) ;;
+      *) echo "iteration $i ($fault): run $r is '$(status_of "$dir" "$r")'" >&2; unmarked=$((unmarked + 1)) ;;
+    esac
+  done
+  # Leaks, once the next command (pantheon clean) has run.
+  left_ns=$(ip netns list | grep -c "^pt-" || true)
+  left_links=$(ip -o link | grep -cE " (tunnel|emu)[0-9]" || true)
+  left_nat=$(iptables-save 2>/dev/null | grep -c pshell || true)
+  n=$((left_ns + $(new_iperf3) + $(marked_processes) + left_links + left_nat))
+  if [ "$n" -gt 0 ]; then
+    echo "iteration $i ($fault): $left_ns namespaces, $(new_iperf3) iperf3, $(marked_processes) scheme processes, $left_links devices, $left_nat NAT rules left" >&2
+    leaks=$((leaks + n))
+  fi
+  rm -rf "$work/r$i" "$work/r$i.out"
+  printf '\r%d faulted runs of %d (%s s)' "$total" "$want" "$(($(date +%s) - started))" >&2
+done
+echo >&2
+echo "faulted runs: $total in $i experiments, $(($(date +%s) - started)) s"
+for f in "${faults[@]}"; do
+  echo "  $f: ${faulted[$f]:-0} faulted runs${missed[$f]:+ (${missed[$f]} more faults came after the run ended)}"
+done
+echo "leaks: $leaks"
+echo "finished runs lost or altered: $lost"
+echo "faulted runs not marked: $unmarked"
+[ "$leaks" -eq 0 ] && [ "$lost" -eq 0 ] && [ "$unmarked" -eq 0 ]
