@@ -33,4 +33,5 @@ cargo test --release --locked --workspace
 # The short fault-injection soak (issue 34): at least 20 runs hit by SIGKILL, SIGTERM, a crashing
 # or hanging scheme or a full disk, each followed by the invariants (nothing left, nothing lost,
 # every faulted run marked); bench/soak.sh 300 is the long one.
+need_packages procps
 bash bench/soak.sh 20
