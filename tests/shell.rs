@@ -540,3 +540,71 @@ fn nat_lets_the_command_reach_beyond_this_host_and_is_removed_after() {
     assert_eq!(forward(), "0");
     assert!(pshell_namespaces().is_empty());
 }
+
+#[test]
+fn a_shell_killed_with_sigkill_leaves_nothing_once_pantheon_clean_has_run() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sb = Sandbox::new("kill");
+    // nsenter (unlike `ip netns exec`) keeps this mount namespace: the shell's namespace is
+    // visible here, as when a user runs it.
+    let pantheon = |args: &[&str]| {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net=/run/netns/{}", sb.ns))
+            .arg(env!("CARGO_BIN_EXE_pantheon"))
+            .args(args)
+            .stdin(Stdio::null());
+        c
+    };
+    let mut child = pantheon(&["shell", "mm-delay", "5", "--", "sleep", "3600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let name = format!("pshell-{}", child.id());
+    let inside = || -> Vec<u32> {
+        let out = Command::new("ip")
+            .args(["netns", "pids", &name])
+            .output()
+            .unwrap();
+        text(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while inside().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the shell's command never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sleeper = inside();
+    child.kill().unwrap(); // SIGKILL: the shell cannot clean up
+    child.wait().unwrap();
+    assert!(pshell_namespaces().contains(&name));
+    let alive = |pid: &u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    assert!(sleeper.iter().all(alive));
+
+    let out = pantheon(&["clean"]).output().unwrap();
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(&name), "{said}");
+    assert!(!pshell_namespaces().contains(&name));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sleeper.iter().any(alive) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!sleeper.iter().any(alive), "{sleeper:?} still running");
+    // Its NAT rule, in the namespace it ran in, went too.
+    let rules = Command::new("ip")
+        .args(["netns", "exec", &sb.ns, "iptables", "-t", "nat", "-S"])
+        .output()
+        .unwrap();
+    assert!(
+        !text(&rules.stdout).contains(&name),
+        "{}",
+        text(&rules.stdout)
+    );
+    assert!(sb.devices().is_empty(), "{:?}", sb.devices());
+}

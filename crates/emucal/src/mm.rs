@@ -1,7 +1,9 @@
-//! Mahimahi's command vocabulary, as Pantheon users write it: `--prepend-mm-cmds "mm-delay 28
-//! mm-loss uplink 0.004"`, the two traces, `--extra-mm-link-args "--uplink-queue=droptail
-//! --uplink-queue-args=packets=50"` and `--append-mm-cmds`, turned into an [`EmulatedPath`]:
-//! the chain of shells from outermost to innermost.
+//! Mahimahi's command vocabulary: the words of a chain of shells (`mm-delay 28 mm-loss uplink
+//! 0.004 mm-link up.trace down.trace --uplink-queue=droptail --uplink-queue-args=packets=50`)
+//! parsed into [`Shell`]s ([`parse_chain`]) and rendered back ([`Shell::words`]), and the
+//! runnable [`EmulatedPath`] a chain is loaded into ([`EmulatedPath::load`]). Pantheon's
+//! `--prepend-mm-cmds`/`--extra-mm-link-args`/`--append-mm-cmds` flags and the typed emulator
+//! built from them are [`crate::emulator`]'s.
 //!
 //! Directions follow Mahimahi: *uplink* is traffic leaving the innermost shell (in a Pantheon
 //! local run, the sender's data), *downlink* traffic entering it (ACKs). An uplink packet crosses

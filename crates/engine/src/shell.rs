@@ -39,7 +39,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
-use emucal::mm::{parse_chain, EmulatedPath, SHELL_NAMES};
+use emucal::mm::{parse_chain, Chain, EmulatedPath, SHELL_NAMES};
 use emucal::runtime::{Devices, RunningEmulator};
 use netns::NetNs;
 
@@ -68,24 +68,27 @@ pub struct ShellOptions {
     pub backend: Backend,
 }
 
-/// The chain words of preset `name` (its trace written into `dir`), `--`, then `command`
-/// (a leading `--` in it dropped).
-pub fn preset_words(
+/// The chain of preset `name` (its trace written into `dir`) with `command` (a leading `--`
+/// dropped) to run inside it, and the chain's words for real Mahimahi.
+pub fn preset_chain(
     name: &str,
     dir: &std::path::Path,
     command: &[String],
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<(Chain, Vec<String>)> {
     let preset = emucal::presets::find(name).map_err(anyhow::Error::msg)?;
     let trace = dir.join(preset.trace_file_name());
     crate::plan::write_constant_trace(&trace, preset.rate_mbps)?;
-    let mut words = preset.emulator_in(dir).words();
-    words.push("--".into());
+    let emulator = preset.emulator_in(dir);
     let command = match command.split_first() {
         Some((first, rest)) if first == "--" => rest,
         _ => command,
     };
-    words.extend(command.iter().cloned());
-    Ok(words)
+    let words = emulator.words();
+    let chain = Chain {
+        shells: emulator.shells,
+        command: command.to_vec(),
+    };
+    Ok((chain, words))
 }
 
 /// The first two addresses of 100.64.0.1–255 not in `used` (outside, inside), as Mahimahi's
@@ -219,18 +222,21 @@ pub fn status_code(status: ExitStatus) -> i32 {
 /// the exit code for the process.
 pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
     // A preset's trace lives in a directory removed when the shell ends.
-    let (words, _traces) = match &opts.emulator {
+    let (chain, chain_words, _traces) = match &opts.emulator {
         Some(name) => {
             let dir = tempfile::Builder::new()
                 .prefix("pantheon-shell-")
                 .tempdir()
                 .context("create a directory for the preset's trace")?;
-            (preset_words(name, dir.path(), words)?, Some(dir))
+            let (chain, chain_words) = preset_chain(name, dir.path(), words)?;
+            (chain, chain_words, Some(dir))
         }
-        None => (words.to_vec(), None),
+        None => {
+            let chain = parse_chain(words)?;
+            let chain_words = words[..words.len() - chain.command.len()].to_vec();
+            (chain, chain_words, None)
+        }
     };
-    let words = &words[..];
-    let chain = parse_chain(words)?;
     if chain.shells.is_empty() {
         return Err(anyhow!(
             "no Mahimahi shell before `{}` (shells: {SHELL_NAMES})",
@@ -239,9 +245,8 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
     }
     // Traces are read (and errors name them) whoever emulates.
     let mut path = EmulatedPath::load(chain.shells.clone(), chain.command.clone())?;
-    let chain_words = &words[..words.len() - chain.command.len()];
     if opts.backend == Backend::Mahimahi {
-        return run_mahimahi(&chain, chain_words);
+        return run_mahimahi(&chain, &chain_words);
     }
     path.ms_clock = opts.ms_clock;
     crate::clean::before_creating_namespaces("pantheon shell")?;

@@ -332,6 +332,7 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     for trace in [&a.uplink_trace, &a.downlink_trace].into_iter().flatten() {
         emucal::trace::Trace::load(trace)?;
     }
+    engine::clean::before_creating_namespaces("pantheon run local")?;
     let existing = prepare_dir(&a.common)?;
     plan.start_run_id = first_run_id(&a.common, &existing);
     let sys = SystemInfo::probe();
@@ -353,7 +354,6 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
         write_constant_trace(trace, *mbps)?;
     }
     let path = plan.validate(&registry)?;
-    engine::clean::before_creating_namespaces("pantheon run local")?;
     metadata.write(&plan.data_dir)?;
     eprintln!("Emulated path: {}", path.command_line);
     run_experiment(
