@@ -2,9 +2,11 @@
 # Fault-injection soak (issue 34): short experiments of two runs each, a fault injected into
 # each at a random moment, then the invariants checked once the next command has run.
 #
-#   bash bench/soak.sh [FAULTED_RUNS] [SEED]     (root; default 300 faulted runs, seed 1)
+#   bash bench/soak.sh [FAULTED_RUNS] [SEED] [rotate]
+#                                   (root; default 300 faulted runs, seed 1)
 #
-# Faults, drawn in turn at random (SEED):
+# Faults, each experiment's drawn at random (SEED), or taken in turn with `rotate` (so that a
+# short soak has every one):
 #   kill   SIGKILL of `pantheon run local` during run 2 (run 1 has finished)
 #   term   SIGTERM of `pantheon run local` during run 2
 #   crash  a scheme whose sender exits with status 3 after a random time (both runs)
@@ -25,6 +27,7 @@
 set -euo pipefail
 want=${1:-300}
 RANDOM=${2:-1}
+rotate=${3:-}
 pantheon=${PANTHEON:-pantheon}
 here=$(cd "$(dirname "$0")/.." && pwd)
 trace=$here/traces/10mbps.trace
@@ -104,7 +107,11 @@ faults=(kill term crash hang disk)
 started=$(date +%s)
 while [ "$total" -lt "$want" ]; do
   i=$((i + 1))
-  fault=${faults[$((RANDOM % ${#faults[@]}))]}
+  if [ "$rotate" = rotate ]; then
+    fault=${faults[$(((i - 1) % ${#faults[@]}))]}
+  else
+    fault=${faults[$((RANDOM % ${#faults[@]}))]}
+  fi
   dir=$work/r$i
   hit=()   # the runs this fault hit
   case $fault in

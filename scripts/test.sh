@@ -34,4 +34,4 @@ cargo test --release --locked --workspace
 # or hanging scheme or a full disk, each followed by the invariants (nothing left, nothing lost,
 # every faulted run marked); bench/soak.sh 300 is the long one.
 need_packages procps
-bash bench/soak.sh 20
+bash bench/soak.sh 20 1 rotate

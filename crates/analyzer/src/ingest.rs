@@ -93,6 +93,30 @@ impl RunFrames {
             self.opportunities.as_ref(),
         )
     }
+
+    /// Packets (arrivals and departures) logged later than `end_ms`, ms since `init_ms`: a
+    /// run logs nothing once it has ended, so these say that a clock or a log is wrong.
+    pub fn packets_after(&self, end_ms: f64) -> PolarsResult<u64> {
+        let mut n = 0;
+        for df in [&self.arrivals, &self.departures] {
+            let t = df.column("t_ms")?.f64()?;
+            n += t.iter().flatten().filter(|&t| t > end_ms).count() as u64;
+        }
+        Ok(n)
+    }
+
+    /// (bytes that left the path, bytes its emulated link could carry: its opportunities, 1500
+    /// bytes each), when a link log gave the opportunities. No run delivers more than its
+    /// link offered: more says that the logs are wrong.
+    pub fn delivered_and_offered(&self) -> PolarsResult<Option<(u64, u64)>> {
+        let Some(opportunities) = &self.opportunities else {
+            return Ok(None);
+        };
+        let bytes = |df: &DataFrame| -> PolarsResult<u64> {
+            Ok(df.column("size")?.u64()?.sum().unwrap_or(0))
+        };
+        Ok(Some((bytes(&self.departures)?, bytes(opportunities)?)))
+    }
 }
 
 /// Clock correction of a run's logs: one-way delays between two machines are only right when
@@ -769,6 +793,10 @@ mod tests {
         write_pair(&dir, 1, pair_headers(), &sent, &received);
         let clean = read_run(&dir, "cubic", 1).unwrap();
         assert!(clean.problems.is_empty() && clean.warnings.is_empty());
+        // Times: the last departure is at 104 ms.
+        assert_eq!(clean.packets_after(200.0).unwrap(), 0);
+        assert_eq!(clean.packets_after(102.5).unwrap(), 2);
+        assert_eq!(clean.delivered_and_offered().unwrap(), None);
         let want = clean.stats().unwrap().total;
         // Every record logged twice, on either side: the same numbers as the clean logs, a
         // duplicate warning, and `pantheon-tunnel check` counts the repeats the same way.
@@ -845,6 +873,12 @@ mod tests {
         let frames = read_run(&dir, "cubic", 1).unwrap();
         assert_eq!(frames.init_ms, 1500000000000.0);
         assert!(frames.warnings.is_empty(), "{:?}", frames.warnings);
+        // Two packets delivered of eleven opportunities; the last departure at 5 ms.
+        assert_eq!(
+            frames.delivered_and_offered().unwrap(),
+            Some((3000, 11 * 1500))
+        );
+        assert_eq!(frames.packets_after(5.5).unwrap(), 1); // the arrival at 6 ms
         let s = run_stats(
             &frames.arrivals,
             &frames.departures,

@@ -172,6 +172,7 @@ fn analyze_run(
             "short run: traffic lasted {dur_s:.1} s of {runtime_s} s (Pantheon ignores runs under 80 %)"
         ));
     }
+    rr.flags.extend(implausible(&frames, meta)?);
     if stats.total.negative_delays > 0 {
         rr.flags.push(format!(
             "{} packets with negative one-way delay (clock problem)",
@@ -183,6 +184,41 @@ fn analyze_run(
     }
     rr.stats = Some(stats);
     Ok(rr)
+}
+
+/// Seconds a run's logs may go on after its first side's setup, runtime and drain: the tunnels'
+/// handshake before, the scheme's own shutdown after.
+const LATE_SLACK_S: f64 = 15.0;
+
+/// What the logs of a run say that cannot be: packets logged long after the run ended
+/// (`first_side_setup` + `runtime` + drain + [`LATE_SLACK_S`]; Pantheon's 3 s setup and 1 s
+/// drain where the metadata lacks them), more bytes delivered than the emulated link offered.
+fn implausible(
+    frames: &analyzer::ingest::RunFrames,
+    meta: &Metadata,
+) -> anyhow::Result<Vec<String>> {
+    let mut flags = Vec::new();
+    let end_s = meta.first_side_setup.unwrap_or(3.0)
+        + meta.runtime
+        + meta.drain_timeout.unwrap_or(1.0)
+        + LATE_SLACK_S;
+    let late = frames.packets_after(end_s * 1000.0)?;
+    if late > 0 {
+        flags.push(format!(
+            "times outside the run: {late} packets logged more than {end_s:.0} s after the logs \
+             began (a clock or a log is wrong)"
+        ));
+    }
+    if let Some((delivered, offered)) = frames.delivered_and_offered()? {
+        // One packet of slack per 100 (Mahimahi's 4-byte header in some sizes) and one packet.
+        if delivered as f64 > offered as f64 * 1.01 + 1500.0 {
+            flags.push(format!(
+                "above capacity: {delivered} bytes delivered, the emulated link offered {offered} \
+                 (the logs are wrong)"
+            ));
+        }
+    }
+    Ok(flags)
 }
 
 /// What the one-way delays of a run are worth given its clock offsets: missing offsets, or a
@@ -639,4 +675,56 @@ fn write_stats_log(dir: &Path, scheme: &str, r: &RunResult) -> anyhow::Result<()
         let _ = writeln!(s, "# Warning: {f}");
     }
     std::fs::write(&path, s).with_context(|| format!("write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logs_that_cannot_be_are_flagged() {
+        use analyzer::text::{Events, LinkTextLog};
+        // A merged log: one packet sent, two received (the second at `t_last` ms, `size`
+        // bytes), two opportunities of 1500 bytes.
+        let frames = |t_last: f64, size: u64| {
+            analyzer::ingest::from_link_text(LinkTextLog {
+                init_ms: Some(0.0),
+                arrivals: Events {
+                    flow: vec![1],
+                    t_ms: vec![0.0],
+                    size: vec![1500],
+                },
+                departures: Events {
+                    flow: vec![1, 1],
+                    t_ms: vec![5.0, t_last],
+                    size: vec![1500, size],
+                },
+                delay_ms: vec![5.0, 5.0],
+                opportunities: Events {
+                    flow: vec![0, 0],
+                    t_ms: vec![1.0, 2.0],
+                    size: vec![1500, 1500],
+                },
+                ..LinkTextLog::default()
+            })
+            .unwrap()
+        };
+        let meta = Metadata {
+            runtime: 30.0,
+            first_side_setup: Some(1.0),
+            drain_timeout: Some(5.0),
+            ..Metadata::default()
+        };
+        // Within 1 + 30 + 5 + 15 s, no more than offered: nothing to say.
+        assert!(implausible(&frames(50_000.0, 1500), &meta)
+            .unwrap()
+            .is_empty());
+        let f = implausible(&frames(52_000.0, 9000), &meta).unwrap();
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(
+            f[0].starts_with("times outside the run: 1 packets"),
+            "{f:?}"
+        );
+        assert!(f[1].starts_with("above capacity: 10500 bytes"), "{f:?}");
+    }
 }
