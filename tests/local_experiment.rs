@@ -403,57 +403,46 @@ fn a_results_directory_is_refused_appended_to_or_moved_aside_never_lost() {
         &["--schemes", "cubic", "--prepend-mm-cmds", "mm-delay 10"],
     );
     let dir = &first.dir;
-    let again = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_pantheon"))
+    // `pantheon run local` of `scheme` over `mm-delay` `prepend` into `dir`, with `reuse`
+    // (--append, --overwrite or nothing); its stderr, and whether it succeeded.
+    let again = |scheme: &str, reuse: &[&str], prepend: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
             .args(["run", "local", "--runtime", "3", "--seed", "42"])
             .args(["--uplink-trace", TRACE, "--downlink-trace", TRACE])
             .arg("--data-dir")
             .arg(dir)
-            .args(extra)
+            .args(["--schemes", scheme, "--prepend-mm-cmds", prepend])
+            .args(reuse)
             .output()
-            .unwrap()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            out.status.success(),
+        )
     };
     let before = snapshot(dir);
+    // Refused, saying each of `said`; nothing changes.
+    let refused = |(err, ok): (String, bool), said: &[&str]| {
+        assert!(!ok, "{err}");
+        assert!(said.iter().all(|s| err.contains(s)), "{err}");
+        assert_eq!(snapshot(dir), before);
+    };
 
-    // Re-used without saying how: refused, naming what is there; nothing changes.
-    let out = again(&["--schemes", "bbr", "--prepend-mm-cmds", "mm-delay 10"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        err.contains("already holds results (1 run(s) of cubic") && err.contains("--append"),
-        "{err}"
+    // Re-used without saying how: refused, naming what is there.
+    refused(
+        again("bbr", &[], "mm-delay 10"),
+        &["already holds results (1 run(s) of cubic", "--append"],
     );
-    assert_eq!(snapshot(dir), before);
     // Appending runs over another path is refused too.
-    let out = again(&[
-        "--schemes",
-        "bbr",
-        "--append",
-        "--prepend-mm-cmds",
-        "mm-delay 30",
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        err.contains("holds runs over `mm-delay 10 mm-link"),
-        "{err}"
+    refused(
+        again("bbr", &["--append"], "mm-delay 30"),
+        &["holds runs over `mm-delay 10 mm-link"],
     );
-    assert_eq!(snapshot(dir), before);
 
     // Appended: bbr joins as run 2; the first experiment's data is there byte for byte (the
     // analysis' own files are made again from all the runs).
-    let out = again(&[
-        "--schemes",
-        "bbr",
-        "--append",
-        "--prepend-mm-cmds",
-        "mm-delay 10",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (err, ok) = again("bbr", &["--append"], "mm-delay 10");
+    assert!(ok, "{err}");
     let after = snapshot(dir);
     let derived =
         |f: &str| f.starts_with("pantheon_") || f.contains("_stats_run") || f.ends_with(".png");
@@ -480,18 +469,8 @@ fn a_results_directory_is_refused_appended_to_or_moved_aside_never_lost() {
     );
 
     // Overwritten: the earlier results move to a dated sibling, whole.
-    let out = again(&[
-        "--schemes",
-        "cubic",
-        "--overwrite",
-        "--prepend-mm-cmds",
-        "mm-delay 10",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (err, ok) = again("cubic", &["--overwrite"], "mm-delay 10");
+    assert!(ok, "{err}");
     let name = dir.file_name().unwrap().to_string_lossy().into_owned();
     let aside: Vec<PathBuf> = std::fs::read_dir(dir.parent().unwrap())
         .unwrap()

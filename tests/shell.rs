@@ -561,16 +561,7 @@ fn a_shell_killed_with_sigkill_leaves_nothing_once_pantheon_clean_has_run() {
         .spawn()
         .unwrap();
     let name = format!("pshell-{}", child.id());
-    let inside = || -> Vec<u32> {
-        let out = Command::new("ip")
-            .args(["netns", "pids", &name])
-            .output()
-            .unwrap();
-        text(&out.stdout)
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect()
-    };
+    let inside = || netns::pids_of(&name);
     let deadline = Instant::now() + Duration::from_secs(20);
     while inside().is_empty() {
         assert!(

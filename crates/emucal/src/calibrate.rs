@@ -44,7 +44,7 @@ use analyzer::stats::median;
 
 use crate::emulator::Emulator;
 use crate::mm::{Delivery, LinkDirection, LinkShell, Shell};
-use crate::queue::{Limits, QueueSpec};
+use crate::queue::QueueSpec;
 
 /// Errors of the calibration model and search.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -119,10 +119,7 @@ impl Candidate {
             });
         }
         let mut link = LinkShell::new(trace.to_owned(), trace.to_owned());
-        link.uplink_queue = QueueSpec::DropTail(Limits {
-            packets: Some(self.queue_packets.into()),
-            bytes: None,
-        });
+        link.uplink_queue = QueueSpec::droptail_packets(self.queue_packets.into());
         link.uplink_delivery = self.delivery;
         link.downlink_delivery = self.delivery;
         shells.push(Shell::Link(Box::new(link)));

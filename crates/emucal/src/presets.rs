@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use crate::calibrate::Candidate;
 use crate::emulator::Emulator;
 use crate::mm::{Delivery, LinkDirection, LinkShell, Shell};
-use crate::queue::{Limits, QueueSpec};
+use crate::queue::QueueSpec;
 use crate::stage::OPPORTUNITY_BYTES;
 
 /// One named emulator: a constant trace rate and the emulator around it.
@@ -137,14 +137,6 @@ impl Preset {
     }
 }
 
-/// A DropTail queue of `packets` packets.
-fn droptail(packets: u64) -> QueueSpec {
-    QueueSpec::DropTail(Limits {
-        packets: Some(packets),
-        bytes: None,
-    })
-}
-
 /// Every preset, calibrated ones first.
 pub fn presets() -> Vec<Preset> {
     let mut all = Vec::new();
@@ -242,8 +234,8 @@ pub fn presets() -> Vec<Preset> {
                 rate as f64,
                 vec![delay.clone()],
                 LinkShell {
-                    uplink_queue: droptail(1),
-                    downlink_queue: droptail(1),
+                    uplink_queue: QueueSpec::droptail_packets(1),
+                    downlink_queue: QueueSpec::droptail_packets(1),
                     ..no_options.clone()
                 },
             ));
@@ -301,7 +293,7 @@ pub fn presets() -> Vec<Preset> {
             50.0,
             vec![Shell::Delay { ms: 20 }],
             LinkShell {
-                uplink_queue: droptail(packets),
+                uplink_queue: QueueSpec::droptail_packets(packets),
                 ..no_options.clone()
             },
         ));

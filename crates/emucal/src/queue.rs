@@ -157,6 +157,15 @@ impl QueueSpec {
         }
     }
 
+    /// A DropTail queue of `packets` packets (`droptail` with `packets=N`), as Pantheon's
+    /// calibrated emulators and its policers have.
+    pub fn droptail_packets(packets: u64) -> QueueSpec {
+        QueueSpec::DropTail(Limits {
+            packets: Some(packets),
+            bytes: None,
+        })
+    }
+
     /// Mahimahi's `TYPE` of `--uplink-queue=TYPE` (`infinite`, `droptail`, …).
     pub fn kind(&self) -> &'static str {
         match self {

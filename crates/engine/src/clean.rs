@@ -41,11 +41,17 @@ pub fn remove_orphans() -> Removed {
 /// names it: "`pantheon run local` needs root (network namespaces and TUN devices)"), then
 /// removes the orphans of killed commands, saying so.
 pub fn before_creating_namespaces(command: &str) -> anyhow::Result<()> {
+    require_root(command, "network namespaces and TUN devices")?;
+    remove_orphans_noisily();
+    Ok(())
+}
+
+/// Errors unless this process runs as root: "`{command}` needs root ({why})".
+pub fn require_root(command: &str, why: &str) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        anyhow::bail!("`{command}` needs root (network namespaces and TUN devices)");
+        anyhow::bail!("`{command}` needs root ({why})");
     }
-    remove_orphans_noisily();
     Ok(())
 }
 

@@ -280,12 +280,7 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
     }
     drop(emulator);
     // Whatever the command left running in the namespace goes with it.
-    for pid in inner.pids() {
-        // SAFETY: plain syscall; the pid is inside the namespace we created.
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGKILL);
-        }
-    }
+    inner.kill_all();
     drop(inner);
     Ok(code)
 }

@@ -182,6 +182,11 @@ impl NetNs {
     pub fn pids(&self) -> Vec<u32> {
         pids_of(&self.name)
     }
+
+    /// Kills (SIGKILL) every process still inside the namespace.
+    pub fn kill_all(&self) {
+        kill_inside(&self.name);
+    }
 }
 
 impl Drop for NetNs {
@@ -257,12 +262,7 @@ pub fn remove_orphans(prefixes: &[&str]) -> Vec<String> {
         if is_running(owner) {
             continue;
         }
-        for pid in pids_of(&name) {
-            // SAFETY: plain syscall; the process is inside a namespace of a dead owner.
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
-            }
-        }
+        kill_inside(&name);
         match run_command("ip", &["netns", "del", &name]) {
             Ok(()) => removed.push(name),
             Err(e) => eprintln!("warning: could not remove network namespace {name}: {e}"),
@@ -271,8 +271,19 @@ pub fn remove_orphans(prefixes: &[&str]) -> Vec<String> {
     removed
 }
 
-/// Process ids inside the named namespace `name` (`ip netns pids`).
-fn pids_of(name: &str) -> Vec<u32> {
+/// Kills (SIGKILL) every process inside the named namespace `name`.
+fn kill_inside(name: &str) {
+    for pid in pids_of(name) {
+        // SAFETY: plain syscall; the process is inside a namespace of ours.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+}
+
+/// Process ids inside the named namespace `name` (`ip netns pids`); none if it does not
+/// exist.
+pub fn pids_of(name: &str) -> Vec<u32> {
     Command::new("ip")
         .args(["netns", "pids", name])
         .output()
