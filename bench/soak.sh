@@ -12,8 +12,11 @@
 #   crash  a scheme whose sender exits with status 3 after a random time (both runs)
 #   hang   a scheme whose sender sends nothing and ignores SIGTERM (both runs)
 #   disk   the results directory on a full 100 kB tmpfs (the first run; the second never starts)
-# The dead agent of a remote run is the remote end-to-end test's (`tests/remote.rs`), not
-# drawn here: it needs a testbed of namespaces and agents the soak would rebuild every time.
+#   agent  SIGKILL of the remote node's `pantheon-agent` during run 2 of a three-run remote
+#          experiment, the agent started again. These are counted as drawn and run together at
+#          the end by the remote end-to-end test on its testbed of namespaces and two agents
+#          (`PANTHEON_AGENT_KILLS=N cargo test --release --test remote a_killed_agent`), which
+#          checks the same invariants (below) and prints their counts.
 #
 # After each experiment `pantheon clean` runs, then `pantheon analyze` where the experiment
 # could not analyse itself (kill), and the invariants are checked:
@@ -103,7 +106,8 @@ run1_logs() { (cd "$1" && sha256sum ./*_run1_*.ptlog ./*_mm_*_run1.log 2>/dev/nu
 
 declare -A faulted=() missed=()
 leaks=0 lost=0 unmarked=0 total=0 i=0
-faults=(kill term crash hang disk)
+faults=(kill term crash hang disk agent)
+agent_kills=0
 started=$(date +%s)
 while [ "$total" -lt "$want" ]; do
   i=$((i + 1))
@@ -115,6 +119,10 @@ while [ "$total" -lt "$want" ]; do
   dir=$work/r$i
   hit=()   # the runs this fault hit
   case $fault in
+    agent)
+      agent_kills=$((agent_kills + 1)); total=$((total + 1)); faulted[$fault]=$((${faulted[$fault]:-0} + 1))
+      continue
+      ;;
     kill | term)
       start "$dir" cubic
       if ! wait_for_run1 "$dir"; then
@@ -184,6 +192,25 @@ while [ "$total" -lt "$want" ]; do
   printf '\r%d faulted runs of %d (%s s)' "$total" "$want" "$(($(date +%s) - started))" >&2
 done
 echo >&2
+if [ "$agent_kills" -gt 0 ]; then
+  echo "remote experiments with a killed agent: $agent_kills (tests/remote.rs)…" >&2
+  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/pantheon-rs/target}
+  if (cd "$here" && PANTHEON_AGENT_KILLS=$agent_kills PANTHEON_AGENT_SEED=$RANDOM \
+        cargo test --release --locked --test remote -- --exact --nocapture \
+        a_killed_agent_fails_its_run_only_and_serves_again_after_a_restart) >"$work/agent.out" 2>&1; then
+    :
+  else
+    tail -40 "$work/agent.out" >&2
+  fi
+  counts=$(grep -o "agent soak: .*" "$work/agent.out" || true)
+  if [ -z "$counts" ]; then
+    echo "the killed-agent test printed no counts" >&2
+    unmarked=$((unmarked + agent_kills))
+  else
+    read -r a_leaks a_lost a_unmarked < <(sed -E 's/.*runs, ([0-9]+) leaks, ([0-9]+) finished.*, ([0-9]+) faulted runs not marked/\1 \2 \3/' <<<"$counts")
+    leaks=$((leaks + a_leaks)); lost=$((lost + a_lost)); unmarked=$((unmarked + a_unmarked))
+  fi
+fi
 echo "faulted runs: $total in $i experiments, $(($(date +%s) - started)) s"
 for f in "${faults[@]}"; do
   echo "  $f: ${faulted[$f]:-0} faulted runs${missed[$f]:+ (${missed[$f]} more faults came after the run ended)}"

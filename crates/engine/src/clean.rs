@@ -4,8 +4,9 @@
 //! NAT rule) and `ptun-<pid>-…` (`pantheon-tunnel`) — and remove it on every exit they see.
 //! SIGKILL is one they do not see: a namespace whose owner is no longer running is an orphan,
 //! and so are the processes still inside it (a scheme's sender reparented to init) and a NAT
-//! rule of a shell that is gone. Every command that creates namespaces removes orphans first
-//! ([`remove_orphans_noisily`]); `pantheon clean` does it on demand.
+//! rule of a shell that is gone. Every `pantheon` command run as root removes orphans first
+//! ([`remove_orphans_noisily`]), and so does every command that creates namespaces (the engine's
+//! [`before_creating_namespaces`], for library callers too); `pantheon clean` does it on demand.
 
 use std::process::Command;
 
@@ -46,10 +47,15 @@ pub fn before_creating_namespaces(command: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Errors unless this process runs as root: "`{command}` needs root ({why})".
 pub fn require_root(command: &str, why: &str) -> anyhow::Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !is_root() {
         anyhow::bail!("`{command}` needs root ({why})");
     }
     Ok(())

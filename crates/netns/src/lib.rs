@@ -178,6 +178,29 @@ impl NetNs {
         }
     }
 
+    /// Turns IPv6 off in this namespace (`net.ipv6.conf.{default,all}.disable_ipv6 = 1`), for
+    /// devices made before and after. A device that comes up with IPv6 sends router
+    /// solicitations and MLD reports of its own a few seconds later: through a tunnel they
+    /// would be logged as a flow's first packets. Nothing to do where the kernel has no IPv6.
+    pub fn disable_ipv6(&self) -> Result<()> {
+        let written = self.run_in(|| {
+            for which in ["default", "all"] {
+                let path = format!("/proc/sys/net/ipv6/conf/{which}/disable_ipv6");
+                match std::fs::write(&path, "1") {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(Error::Io {
+                            what: format!("write {path}"),
+                            source: e,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        })?;
+        written
+    }
+
     /// Process ids still inside the namespace (`ip netns pids`), for leak checks.
     pub fn pids(&self) -> Vec<u32> {
         pids_of(&self.name)
@@ -254,14 +277,15 @@ pub fn is_running(pid: u32) -> bool {
 /// killing (SIGKILL) every process still inside them. Returns the names removed; a namespace
 /// that cannot be removed is reported on stderr and left.
 pub fn remove_orphans(prefixes: &[&str]) -> Vec<String> {
+    remove_where(|name| owner_pid(name, prefixes).is_some_and(|owner| !is_running(owner)))
+}
+
+/// Removes every named namespace whose name `doomed` accepts, after killing (SIGKILL) every
+/// process still inside it. Returns the names removed; a namespace that cannot be removed is
+/// reported on stderr and left.
+pub fn remove_where(doomed: impl Fn(&str) -> bool) -> Vec<String> {
     let mut removed = Vec::new();
-    for name in list_named() {
-        let Some(owner) = owner_pid(&name, prefixes) else {
-            continue;
-        };
-        if is_running(owner) {
-            continue;
-        }
+    for name in list_named().into_iter().filter(|n| doomed(n)) {
         kill_inside(&name);
         match run_command("ip", &["netns", "del", &name]) {
             Ok(()) => removed.push(name),

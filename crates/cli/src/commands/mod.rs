@@ -109,7 +109,7 @@ pub(crate) enum Command {
     /// Remove what killed pantheon commands left behind (needs root): network namespaces
     /// named after a process that is gone (`pt-<pid>-…`, `ptc-<pid>-…`, `pshell-<pid>`,
     /// `ptun-<pid>-…`) with every process still inside them, and `pantheon shell`'s NAT rules.
-    /// Commands that create namespaces do this first by themselves.
+    /// Every command run as root does this first by itself.
     Clean(clean::CleanArgs),
 }
 
@@ -127,8 +127,13 @@ impl Command {
     }
 }
 
-/// Runs `command`'s handler.
+/// Runs `command`'s handler. Run as root, any command first removes what killed `pantheon`
+/// commands left behind (their namespaces, the processes inside, `pantheon shell`'s NAT rules)
+/// and says so on stderr: nothing a SIGKILL left outlives the next command, whichever it is.
 pub(crate) fn exec(command: Command) -> anyhow::Result<ExitCode> {
+    if !matches!(command, Command::Clean(_)) && engine::clean::is_root() {
+        engine::clean::remove_orphans_noisily();
+    }
     match command {
         Command::Run { mode } => run::exec(mode),
         Command::Analyze(args) => analyze::exec(args),

@@ -90,30 +90,7 @@ pub fn namespace_prefix(node: &str) -> String {
 /// by that agent: its schemes). Returns the namespaces removed.
 pub fn cleanup_leftovers(node: &str) -> Vec<String> {
     let prefix = namespace_prefix(node);
-    let mut removed = Vec::new();
-    for name in netns::list_named() {
-        if !name.starts_with(&prefix) {
-            continue;
-        }
-        let pids = std::process::Command::new("ip")
-            .args(["netns", "pids", &name])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        for pid in pids
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-        {
-            // SAFETY: plain syscall; the pid is inside a namespace this agent named.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
-        }
-        if netns::run_command("ip", &["netns", "del", &name]).is_ok() {
-            removed.push(name);
-        }
-    }
-    removed
+    netns::remove_where(|name| name.starts_with(&prefix))
 }
 
 #[cfg(test)]
