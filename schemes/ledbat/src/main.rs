@@ -57,6 +57,11 @@ async fn main() -> Result<()> {
             let ctx = UtpUdpContext::new_udp(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))
                 .await
                 .context("binding a UDP socket")?;
+            // libutp sends through tokio's `try_send_to`, which fails (the packet is dropped)
+            // until the runtime has seen the new socket writable. Connecting at once lost the
+            // SYN and the flow started 3 s late, at libutp's first retransmission: let the
+            // runtime poll the socket first.
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             let mut stream = ctx
                 .connect(server)
                 .await
