@@ -10,6 +10,8 @@ source scripts/setup.sh
 need_packages nix-bin
 # The daemon's web pages are checked in headless Chromium (tests/testbed.rs).
 need_packages chromium
+# The PDF report's text is read back with pdftotext (tests/competition.rs).
+need_packages poppler-utils
 # The remote tests run an sshd of their own inside a namespace (`pantheon node bootstrap`):
 # install openssh-server without letting its package start the system's ssh service.
 if ! dpkg -s openssh-server >/dev/null 2>&1; then

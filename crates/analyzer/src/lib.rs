@@ -16,15 +16,18 @@
 //! - [`results`]: `pantheon_metadata.json` as one typed value, written by the run and read by
 //!   the analysis; Pantheon's JSON format ([`results::write_json`]).
 //! - [`stats`]: mean, median, standard deviation of per-run figures.
+//! - [`competition`]: how flows of different schemes share a bottleneck: Jain's index (whole
+//!   interval and per bucket), time to converge, throughput ratio, harm.
 //! - [`compare`]: two experiments side by side (means, % difference, Welch's t-test) and the
 //!   replication error.
 //!
 //! Polars lives only in this crate: it is most of the workspace's build time. Without the
-//! default feature `frames` only [`text`] and [`stats`] are built (the fuzz targets and the
-//! calibration model use those).
+//! default feature `frames` only [`text`], [`stats`], [`results`] and [`competition`] are built
+//! (the fuzz targets, the calibration model and the engine's plans use those).
 
 #[cfg(feature = "frames")]
 pub mod compare;
+pub mod competition;
 #[cfg(feature = "frames")]
 pub mod document;
 #[cfg(feature = "frames")]

@@ -245,6 +245,58 @@ pub fn path_shape(departures: &DataFrame, bin_ms: f64) -> PolarsResult<PathShape
     })
 }
 
+/// When a flow was active, ms on the frames' clock.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FlowTimes {
+    /// Its first packet into the path (the sender's first packet: the flow's start).
+    pub first_arrival_ms: f64,
+    /// Its first packet out of the path.
+    pub first_departure_ms: f64,
+    /// Its last packet out of the path.
+    pub last_departure_ms: f64,
+}
+
+/// [`FlowTimes`] of every flow that has both arrivals and departures, by flow id, from
+/// arrival and departure frames (columns `flow`, `t_ms`).
+pub fn flow_times(
+    arrivals: &DataFrame,
+    departures: &DataFrame,
+) -> PolarsResult<BTreeMap<u32, FlowTimes>> {
+    let span = |df: &DataFrame| -> PolarsResult<BTreeMap<u32, (f64, f64)>> {
+        let g = df
+            .clone()
+            .lazy()
+            .group_by([col("flow").cast(DataType::UInt32)])
+            .agg([
+                col("t_ms").min().alias("first"),
+                col("t_ms").max().alias("last"),
+            ])
+            .collect()?;
+        let flow = g.column("flow")?.u32()?.clone();
+        let (first, last) = (
+            g.column("first")?.f64()?.clone(),
+            g.column("last")?.f64()?.clone(),
+        );
+        Ok((0..g.height())
+            .filter_map(|i| Some((flow.get(i)?, (first.get(i)?, last.get(i)?))))
+            .collect())
+    };
+    let arr = span(arrivals)?;
+    Ok(span(departures)?
+        .into_iter()
+        .filter_map(|(flow, (first, last))| {
+            Some((
+                flow,
+                FlowTimes {
+                    first_arrival_ms: arr.get(&flow)?.0,
+                    first_departure_ms: first,
+                    last_departure_ms: last,
+                },
+            ))
+        })
+        .collect())
+}
+
 /// Mbit/s of `bytes` departed over `duration_ms` (0 for an empty window, as Pantheon).
 pub fn throughput_mbps(bytes: f64, duration_ms: f64) -> f64 {
     if duration_ms > 0.0 {
@@ -294,6 +346,40 @@ mod tests {
         delay: Vec<Option<f64>>,
     ) -> DataFrame {
         df!("flow" => flow, "t_ms" => t_ms, "size" => size, "delay" => delay).unwrap()
+    }
+
+    #[test]
+    fn flow_times_are_each_flows_first_and_last_packets() {
+        let arrivals = arrivals_frame(
+            vec![1, 1, 2, 2, 3],
+            vec![5.0, 1.0, 40.0, 30.0, 7.0],
+            vec![1500; 5],
+        );
+        // Flow 3 never delivered anything: no times.
+        let departures = departures_frame(
+            vec![1, 2, 1, 2],
+            vec![11.0, 35.0, 90.0, 41.0],
+            vec![1500; 4],
+            vec![None; 4],
+        );
+        let t = flow_times(&arrivals, &departures).unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(
+            t[&1],
+            FlowTimes {
+                first_arrival_ms: 1.0,
+                first_departure_ms: 11.0,
+                last_departure_ms: 90.0
+            }
+        );
+        assert_eq!(
+            (
+                t[&2].first_arrival_ms,
+                t[&2].first_departure_ms,
+                t[&2].last_departure_ms
+            ),
+            (30.0, 35.0, 41.0)
+        );
     }
 
     #[test]

@@ -647,6 +647,151 @@ fn draw_delay<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Result<(),
     root.present().map_err(e)
 }
 
+/// How a flow is drawn in a competition plot: one colour per scheme, and flows of one scheme
+/// told apart by the dash of their line (`dash` 0 solid, 1 dashed, 2 dotted, …).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowStyle {
+    /// Flow id, as in the time series.
+    pub flow: u32,
+    /// Legend text, e.g. `Flow 2: TCP BBR (from 10 s)`.
+    pub label: String,
+    /// The scheme's colour (a matplotlib name, as the scheme descriptors give it).
+    pub color: String,
+    /// Which of the scheme's flows this is, 0 for its first.
+    pub dash: usize,
+}
+
+/// The competition plot of a mixed run (`<name>_competition_run<N>.png`, SVG or PNG by
+/// extension): above, each flow's throughput out of the path (`ts`'s egress bins, 1 s in the
+/// analysis) over time; below, each flow's per-packet one-way delay; one colour per scheme,
+/// flows of one scheme dashed differently ([`FlowStyle`]). As the PCC Proteus paper's Fig. 14
+/// and the Pantheon paper's Fig. 7b.
+pub fn competition_plot(
+    path: &Path,
+    ts: &TimeSeries,
+    styles: &[FlowStyle],
+) -> Result<(), PlotError> {
+    to_file!(path, (1200, 900), draw_competition, ts, styles)
+}
+
+fn draw_competition<DB: DrawingBackend>(
+    root: Area<DB>,
+    ts: &TimeSeries,
+    styles: &[FlowStyle],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let (top, bottom) = root.split_vertically(480);
+    let bin_s = ts.bin_ms / 1000.0;
+    let t_max = (ts.bins as f64 * bin_s).max(bin_s);
+    let style_of = |flow: u32| styles.iter().find(|s| s.flow == flow);
+    let y_max = ts
+        .flows
+        .values()
+        .flat_map(|f| f.egress.iter())
+        .fold(0.0f64, |m, v| m.max(*v))
+        .max(1e-3)
+        * 1.15;
+    let mut chart = ChartBuilder::on(&top)
+        .caption(
+            format!("Throughput of each flow ({bin_s} s bins)"),
+            ("sans-serif", 18),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_max, 0.0..y_max)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("Time (s)")
+        .y_desc("Throughput (Mbit/s)")
+        .draw()
+        .map_err(e)?;
+    for (flow, f) in &ts.flows {
+        let Some(st) = style_of(*flow) else { continue };
+        let color = color_rgb(&st.color);
+        let points: Vec<(f64, f64)> = f
+            .egress
+            .iter()
+            .enumerate()
+            .map(|(i, v)| ((i as f64 + 0.5) * bin_s, *v))
+            .collect();
+        let label = format!("{} (mean {:.2} Mbit/s)", st.label, f.egress_mean);
+        if st.dash % 4 == 0 {
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)))
+                .map_err(e)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 26, y)], color.stroke_width(2))
+                });
+        } else {
+            let (dash, gap) = [(10, 5), (3, 4), (12, 4)][st.dash % 4 - 1];
+            chart
+                .draw_series(DashedLineSeries::new(
+                    points,
+                    dash,
+                    gap,
+                    color.stroke_width(2),
+                ))
+                .map_err(e)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    plotters::element::DashedPathElement::new(
+                        vec![(x, y), (x + 26, y)],
+                        dash,
+                        gap,
+                        color.stroke_width(2),
+                    )
+                });
+        }
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
+
+    let total: usize = ts.flows.values().map(|f| f.delays.len()).sum();
+    let stride = total.div_ceil(MAX_DELAY_POINTS / 4).max(1);
+    let d_max = ts
+        .flows
+        .values()
+        .flat_map(|f| f.delays.iter().map(|p| p.1))
+        .fold(1e-3f64, f64::max)
+        * 1.05;
+    let mut chart = ChartBuilder::on(&bottom)
+        .caption("One-way delay of each flow's packets", ("sans-serif", 18))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_max, 0.0..d_max)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("Time (s)")
+        .y_desc("One-way delay (ms)")
+        .draw()
+        .map_err(e)?;
+    for (flow, f) in &ts.flows {
+        let Some(st) = style_of(*flow) else { continue };
+        let color = color_rgb(&st.color);
+        let label = match f.p95_delay_ms {
+            Some(p) => format!("{} (95th percentile {p:.2} ms)", st.label),
+            None => st.label.clone(),
+        };
+        chart
+            .draw_series(
+                f.delays
+                    .iter()
+                    .step_by(stride)
+                    .map(|&p| Circle::new(p, 1, color.filled())),
+            )
+            .map_err(e)?
+            .label(label)
+            .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
+    root.present().map_err(e)
+}
+
 /// The mean of (delay, throughput) points: a scheme's point in the mean summary plot.
 fn centroid(points: &[(f64, f64)]) -> (f64, f64) {
     let n = points.len() as f64;

@@ -116,13 +116,93 @@ fn thirty() -> f64 {
     30.0
 }
 
+/// One flow of a mix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    /// Scheme name (a descriptor of the scheme library).
+    pub scheme: String,
+    /// When the flow's second side starts: seconds after the run starts (Pantheon's
+    /// `Start at:`, the start of the first flow); default 0.
+    #[serde(default)]
+    pub start: f64,
+    /// When the flow is stopped: seconds after the run starts; `None`: it runs to the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<f64>,
+    /// Extra one-way delay for this flow only, milliseconds, added in each direction before the
+    /// shared bottleneck (so flows of different RTTs can compete); default 0.
+    #[serde(default)]
+    pub delay: f64,
+}
+
+impl FlowSpec {
+    /// A flow of `scheme` from the start to the end, with no extra delay.
+    pub fn new(scheme: &str) -> FlowSpec {
+        FlowSpec {
+            scheme: scheme.to_owned(),
+            start: 0.0,
+            stop: None,
+            delay: 0.0,
+        }
+    }
+
+    /// The flow in the short form of `--mix` (`bbr@10-40+60`).
+    pub fn short(&self) -> String {
+        let mut s = self.scheme.clone();
+        if self.start > 0.0 || self.stop.is_some() {
+            s.push_str(&format!("@{}", self.start));
+        }
+        if let Some(stop) = self.stop {
+            s.push_str(&format!("-{stop}"));
+        }
+        if self.delay > 0.0 {
+            s.push_str(&format!("+{}", self.delay));
+        }
+        s
+    }
+}
+
+/// A mixed run's flows, in flow order (flow 1 first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mix {
+    /// The name its results are filed under: Pantheon's `test-name`, the key of the run in
+    /// `pantheon_perf.json` and the prefix of its log files (as a scheme name is for a run of one
+    /// scheme).
+    pub name: String,
+    /// The flows, flow 1 first.
+    pub flows: Vec<FlowSpec>,
+}
+
+impl Mix {
+    /// The schemes of the mix, each once, in flow order.
+    pub fn schemes(&self) -> Vec<String> {
+        let mut seen = Vec::new();
+        for f in &self.flows {
+            if !seen.contains(&f.scheme) {
+                seen.push(f.scheme.clone());
+            }
+        }
+        seen
+    }
+}
+
 /// `pantheon_metadata.json`. Durations are in seconds, as Pantheon's flags give them. Fields
 /// absent from a file read back take Pantheon's defaults (one run of 30 s, one flow).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metadata {
-    /// The schemes, sorted by name (Pantheon's key).
+    /// The schemes, sorted by name (Pantheon's key). In a mixed experiment, the mixes' names
+    /// (Pantheon's `test-name`): each is filed like a scheme.
     #[serde(default)]
     pub cc_schemes: Vec<String>,
+    /// The flows of a mixed experiment (`--mix`, `--config-file`), each with its scheme, start,
+    /// stop and extra delay; absent for runs of one scheme (ours: Pantheon's config path kept
+    /// no such record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<Mix>,
+    /// A results directory of the mix's schemes each alone on the same emulator: the solo
+    /// figures of the throughput ratio and harm (`--baseline`; ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
     /// The order they ran in (ours; shuffled with `--random-order`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub run_order: Vec<String>,

@@ -3,7 +3,7 @@
 //! handler are in `commands/<name>.rs`.
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 mod commands;
 
@@ -20,7 +20,16 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Pantheon's config file (`pantheon run local -c FILE`) gives defaults of the flags.
+    let args = std::env::args_os().collect();
+    let args = match commands::run::with_config_defaults(args, &Cli::command()) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(args);
     if cli.command.prints_only() {
         // Commands that only print: end quietly when the reader goes (`… | head`), as Unix
         // tools do, instead of panicking on a broken pipe.

@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use analyzer::competition::Sharing;
 use analyzer::ingest::ClockOffsets;
 use analyzer::report::{self, SchemePoints};
-use analyzer::results::{Metadata, Mode};
+use analyzer::results::{FlowSpec, Metadata, Mix, Mode};
 use analyzer::RunStats;
 use anyhow::Context;
 use serde_json::{json, Value};
@@ -33,7 +34,178 @@ struct RunResult {
     /// Its logs cannot be believed (missing, truncated, not a pair: the flags say which):
     /// reported invalid, not counted.
     invalid: bool,
+    /// A mixed run's flows as they competed.
+    competition: Option<Competition>,
 }
+
+/// How the flows of a mixed run competed ([`crate::mix`]).
+struct Competition {
+    /// Flow 1 first.
+    flows: Vec<CompetingFlow>,
+    /// While every flow was active: Jain's index, per 1-s bucket, time to converge.
+    sharing: Sharing,
+    /// That interval, seconds after the run's start.
+    active_s: Option<(f64, f64)>,
+}
+
+impl Competition {
+    /// The competition table (headings, one row per flow) and the lines on the run as a whole,
+    /// as the summary and the report print them.
+    fn table(&self, registry: &Registry) -> (Vec<String>, Vec<Vec<String>>, Vec<String>) {
+        let header = [
+            "flow",
+            "scheme",
+            "start (s)",
+            "started (s)",
+            "stop (s)",
+            "tput (Mbit/s)",
+            "p95 delay (ms)",
+            "loss (%)",
+            "tput while all active (Mbit/s)",
+            "tput ratio",
+            "tput harm",
+            "delay harm",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let num = |v: Option<f64>, p: usize| v.map_or("—".to_owned(), |x| format!("{x:.p$}"));
+        let rows = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                vec![
+                    f.id.to_string(),
+                    label(registry, &f.spec.scheme),
+                    num(Some(f.spec.start), 1),
+                    num(f.measured_start_s, 3),
+                    f.spec.stop.map_or("end".to_owned(), |s| format!("{s:.1}")),
+                    num(f.stats.map(|s| s.tput_mbps), 2),
+                    num(f.stats.and_then(|s| s.p95_delay_ms), 2),
+                    num(f.stats.map(|s| s.loss * 100.0), 3),
+                    num(self.sharing.tput_mbps.get(i).copied(), 2),
+                    num(f.tput_ratio(), 3),
+                    num(f.harm().0, 3),
+                    num(f.harm().1, 3),
+                ]
+            })
+            .collect();
+        let notes = match self.active_s {
+            Some((a, b)) => vec![format!(
+                "All flows active from {a:.1} s to {b:.1} s: Jain's fairness index {} \
+                     (per 1-s bucket: min {}, median {}); fair (Jain ≥ {FAIR_JAIN}) to the end \
+                     {}.",
+                num(self.sharing.jain, 3),
+                num(self.bucket_jain(|v| v.first().copied()), 3),
+                num(self.bucket_jain(|v| analyzer::stats::median(v)), 3),
+                match self.sharing.convergence_s {
+                    Some(t) => format!("{t:.0} s after that"),
+                    None => "never".to_owned(),
+                }
+            )],
+            None => vec!["The flows were never all active at once: no Jain's index.".to_owned()],
+        };
+        (header, rows, notes)
+    }
+
+    /// Flow `id`, if the mix has it.
+    fn flow(&self, id: u32) -> Option<&CompetingFlow> {
+        self.flows.iter().find(|f| f.id == id)
+    }
+
+    /// The run's entry `"competition"` of `pantheon_perf.json`.
+    fn json(&self) -> Value {
+        json!({
+            "jain": self.sharing.jain,
+            "jain_per_s": self.sharing.jain_per_bucket,
+            "convergence_time": self.sharing.convergence_s,
+            "all_active": self.active_s.map(|(a, b)| [a, b]),
+            "tput_all_active": self.sharing.tput_mbps,
+            "tput_per_s": self.sharing.tput_per_bucket,
+        })
+    }
+
+    /// `pick` of the sorted per-bucket Jain indices.
+    fn bucket_jain(&self, pick: impl Fn(&[f64]) -> Option<f64>) -> Option<f64> {
+        let mut v: Vec<f64> = self
+            .sharing
+            .jain_per_bucket
+            .iter()
+            .flatten()
+            .copied()
+            .collect();
+        v.sort_by(f64::total_cmp);
+        pick(&v)
+    }
+}
+
+/// One flow of a mixed run.
+struct CompetingFlow {
+    /// Flow id (1-based).
+    id: u32,
+    /// What the mix asked of it.
+    spec: FlowSpec,
+    /// When it started, seconds after the run's start, measured from the logs: its first
+    /// packet into the path, relative to the first packet of the earliest flow (which started
+    /// at its own start time).
+    measured_start_s: Option<f64>,
+    /// Its metrics over its own active interval (as every flow's).
+    stats: Option<analyzer::FlowStats>,
+    /// Its scheme alone on the same emulator (the baseline's medians), if known.
+    solo: Option<Solo>,
+}
+
+impl CompetingFlow {
+    /// Throughput in competition ÷ alone (seed 002's throughput ratio).
+    fn tput_ratio(&self) -> Option<f64> {
+        analyzer::competition::throughput_ratio(self.stats?.tput_mbps, self.solo?.tput_mbps)
+    }
+
+    /// Harm done to this flow (Ware et al.): (throughput, p95 one-way delay).
+    fn harm(&self) -> (Option<f64>, Option<f64>) {
+        use analyzer::competition::{harm, Better};
+        let (Some(stats), Some(solo)) = (self.stats, self.solo) else {
+            return (None, None);
+        };
+        (
+            harm(solo.tput_mbps, stats.tput_mbps, Better::More),
+            stats
+                .p95_delay_ms
+                .zip(solo.p95_delay_ms)
+                .and_then(|(competing, alone)| harm(alone, competing, Better::Less)),
+        )
+    }
+}
+
+/// A scheme alone on the emulator of a mix: the medians over its valid runs in the baseline
+/// directory.
+#[derive(Debug, Clone, Copy)]
+struct Solo {
+    tput_mbps: f64,
+    p95_delay_ms: Option<f64>,
+}
+
+/// The solo figures of each scheme in results directory `dir` (analysed first if need be):
+/// medians of its runs' totals.
+fn load_baseline(dir: &Path, registry: &Registry) -> anyhow::Result<BTreeMap<String, Solo>> {
+    let runs = crate::compare::load_runs(dir, registry)
+        .with_context(|| format!("the solo baseline {}", dir.display()))?;
+    Ok(runs
+        .into_iter()
+        .filter_map(|(scheme, r)| {
+            let solo = Solo {
+                tput_mbps: analyzer::stats::median(&r.tput_mbps)?,
+                p95_delay_ms: analyzer::stats::median(&r.delay_ms),
+            };
+            Some((scheme, solo))
+        })
+        .collect())
+}
+
+/// Bucket of the per-bucket Jain index and of the competition plot, ms (transperf's 1 s).
+const SHARING_BUCKET_MS: f64 = 1000.0;
+/// Jain's index that counts as fair for the time to converge (transperf's threshold).
+const FAIR_JAIN: f64 = 0.9;
 
 impl RunResult {
     /// Whether the run counts in the summary's means and plots: it has statistics and is
@@ -67,7 +239,22 @@ type Results = BTreeMap<String, Vec<RunResult>>;
 /// Analyses the results directory `dir`; returns the summary (Markdown) also written to
 /// `pantheon_summary.md`.
 pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
+    analyze_dir_with(dir, registry, None)
+}
+
+/// [`analyze_dir`], the solo runs of a mix's schemes taken from results directory `baseline`
+/// (else from the one the metadata names, if any): they give each flow's throughput ratio and
+/// harm. Errors if the baseline cannot be read.
+pub fn analyze_dir_with(
+    dir: &Path,
+    registry: &Registry,
+    baseline: Option<&Path>,
+) -> anyhow::Result<String> {
     let meta = Metadata::read(dir)?;
+    let baseline = match baseline.or(meta.baseline.as_deref().map(Path::new)) {
+        Some(b) if meta.mix.is_some() => load_baseline(b, registry)?,
+        _ => BTreeMap::new(),
+    };
     if meta.cc_schemes.is_empty() {
         anyhow::bail!(
             "{}: pantheon_metadata.json lists no schemes (cc_schemes)",
@@ -89,7 +276,7 @@ pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
             .find(|r| r.scheme == scheme && r.run_id == run_id);
         let rr = match recorded {
             None if recorded_here => unrecorded(run_id),
-            _ => analyze_run(dir, &meta, &scheme, run_id, recorded)?,
+            _ => analyze_run(dir, &meta, &scheme, run_id, recorded, registry, &baseline)?,
         };
         write_stats_log(dir, &scheme, &rr)?;
         results.entry(scheme).or_default().push(rr);
@@ -115,6 +302,7 @@ fn unrecorded(run_id: u32) -> RunResult {
         flags: Vec::new(),
         short: false,
         invalid: false,
+        competition: None,
     }
 }
 
@@ -127,6 +315,8 @@ fn analyze_run(
     scheme: &str,
     run_id: u32,
     recorded: Option<&RunRecord>,
+    registry: &Registry,
+    baseline: &BTreeMap<String, Solo>,
 ) -> anyhow::Result<RunResult> {
     let mut rr = RunResult {
         run_id,
@@ -136,6 +326,7 @@ fn analyze_run(
         flags: recorded.map(|r| r.notes.clone()).unwrap_or_default(),
         short: false,
         invalid: false,
+        competition: None,
     };
     if rr.outcome != RunOutcome::Ok {
         return Ok(rr);
@@ -182,8 +373,127 @@ fn analyze_run(
     if let Err(e) = run_plots(dir, scheme, run_id, &frames, &stats) {
         rr.flags.push(format!("plots not drawn: {e:#}"));
     }
+    if let Some(mix) = meta.mix.as_ref().filter(|m| m.name == scheme) {
+        let ts = analyzer::timeseries::time_series(
+            &frames.arrivals,
+            &frames.departures,
+            frames.opportunities.as_ref(),
+            &stats,
+            SHARING_BUCKET_MS,
+        )?;
+        let c = competition(mix, &frames, &ts, &stats, baseline)
+            .with_context(|| format!("competition of {scheme} run {run_id}"))?;
+        if let Err(e) = competition_plot(dir, scheme, run_id, mix, &ts, registry) {
+            rr.flags.push(format!("competition plot not drawn: {e:#}"));
+        }
+        rr.competition = Some(c);
+    }
     rr.stats = Some(stats);
     Ok(rr)
+}
+
+/// How the flows of a run of `mix` competed: each flow's measured start and metrics, and
+/// their sharing while all were active.
+/// `ts`: the run in buckets of [`SHARING_BUCKET_MS`].
+fn competition(
+    mix: &Mix,
+    frames: &analyzer::ingest::RunFrames,
+    ts: &analyzer::timeseries::TimeSeries,
+    stats: &RunStats,
+    baseline: &BTreeMap<String, Solo>,
+) -> anyhow::Result<Competition> {
+    let times = analyzer::metrics::flow_times(&frames.arrivals, &frames.departures)?;
+    let first_packet = times
+        .values()
+        .map(|t| t.first_arrival_ms)
+        .fold(f64::INFINITY, f64::min);
+    let first_start = mix
+        .flows
+        .iter()
+        .map(|f| f.start)
+        .fold(f64::INFINITY, f64::min);
+    let flows = mix
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let id = i as u32 + 1;
+            CompetingFlow {
+                id,
+                spec: spec.clone(),
+                measured_start_s: times
+                    .get(&id)
+                    .map(|t| (t.first_arrival_ms - first_packet) / 1000.0 + first_start),
+                stats: stats.flows.get(&id).copied(),
+                solo: baseline.get(&spec.scheme).copied(),
+            }
+        })
+        .collect::<Vec<_>>();
+    let empty = Vec::new();
+    let active: Vec<(&[f64], (f64, f64))> = flows
+        .iter()
+        .map(|f| {
+            let series = ts.flows.get(&f.id).map_or(&empty, |s| &s.egress);
+            let span = times.get(&f.id).map_or((f64::NAN, f64::NAN), |t| {
+                (t.first_departure_ms, t.last_departure_ms)
+            });
+            (series.as_slice(), span)
+        })
+        .collect();
+    let sharing = if active.iter().any(|(_, (a, _))| a.is_nan()) {
+        // A flow that delivered nothing never shared the link: no interval where all were active.
+        analyzer::competition::sharing(&[], ts.first_ms, SHARING_BUCKET_MS, FAIR_JAIN)
+    } else {
+        analyzer::competition::sharing(&active, ts.first_ms, SHARING_BUCKET_MS, FAIR_JAIN)
+    };
+    let run_s = |ms: f64| (ms - first_packet) / 1000.0 + first_start;
+    Ok(Competition {
+        flows,
+        active_s: sharing.active_ms.map(|(a, b)| (run_s(a), run_s(b))),
+        sharing,
+    })
+}
+
+/// `<mix>_competition_run<N>.png`: each flow's throughput (`ts`'s 1-s bins) and one-way
+/// delay over time, one colour per scheme.
+fn competition_plot(
+    dir: &Path,
+    name: &str,
+    run_id: u32,
+    mix: &Mix,
+    ts: &analyzer::timeseries::TimeSeries,
+    registry: &Registry,
+) -> anyhow::Result<()> {
+    let mut seen: Vec<&str> = Vec::new();
+    let styles: Vec<report::FlowStyle> = mix
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let dash = seen.iter().filter(|s| **s == f.scheme).count();
+            seen.push(&f.scheme);
+            let color = registry
+                .get(&f.scheme)
+                .map_or_else(|_| "grey".to_owned(), |d| d.color.clone());
+            report::FlowStyle {
+                flow: i as u32 + 1,
+                label: format!(
+                    "Flow {}: {} ({})",
+                    i + 1,
+                    label(registry, &f.scheme),
+                    f.short()
+                ),
+                color,
+                dash,
+            }
+        })
+        .collect();
+    report::competition_plot(
+        &dir.join(format!("{name}_competition_run{run_id}.png")),
+        ts,
+        &styles,
+    )?;
+    Ok(())
 }
 
 /// Seconds a run's logs may go on after its first side's setup, runtime and drain: the tunnels'
@@ -244,7 +554,12 @@ fn clock_warning(offsets: &ClockOffsets, meta: &Metadata) -> Option<String> {
 
 /// `pantheon_perf.json`: `{scheme: {run_id: {"all": {tput, delay, loss, …}, "1": {…}}}}`,
 /// as Pantheon; ours add `"flags"` (the run's warnings) where there are any, and an invalid
-/// run (logs not to be believed) is `{"valid": false, "flags": […]}`, without numbers.
+/// run (logs not to be believed) is `{"valid": false, "flags": […]}`, without numbers. A
+/// mixed run is filed under the mix's name; each of its flows adds `"scheme"`, `"start"`,
+/// `"stop"` and `"measured_start"` (s) (and with a solo baseline `"tput_ratio"`,
+/// `"tput_harm"` and `"delay_harm"`), and the run adds `"competition"`: `{"jain",
+/// "jain_per_s", "convergence_time", "all_active": [from, to], "tput_all_active",
+/// "tput_per_s": [[flow 1's Mbit/s in each second], …]}`.
 fn write_perf(dir: &Path, results: &Results) -> anyhow::Result<()> {
     let mut perf = serde_json::Map::new();
     for (scheme, runs) in results {
@@ -258,7 +573,24 @@ fn write_perf(dir: &Path, results: &Results) -> anyhow::Result<()> {
                 Some(s) => {
                     run_json.insert("all".into(), flow_json(&s.total));
                     for (id, f) in &s.flows {
-                        run_json.insert(id.to_string(), flow_json(f));
+                        let mut flow = flow_json(f);
+                        let competing = r.competition.as_ref().and_then(|c| c.flow(*id));
+                        if let (Some(cf), Value::Object(o)) = (competing, &mut flow) {
+                            o.insert("scheme".into(), json!(cf.spec.scheme));
+                            o.insert("start".into(), json!(cf.spec.start));
+                            o.insert("stop".into(), json!(cf.spec.stop));
+                            o.insert("measured_start".into(), json!(cf.measured_start_s));
+                            if cf.solo.is_some() {
+                                let (tput_harm, delay_harm) = cf.harm();
+                                o.insert("tput_ratio".into(), json!(cf.tput_ratio()));
+                                o.insert("tput_harm".into(), json!(tput_harm));
+                                o.insert("delay_harm".into(), json!(delay_harm));
+                            }
+                        }
+                        run_json.insert(id.to_string(), flow);
+                    }
+                    if let Some(c) = &r.competition {
+                        run_json.insert("competition".into(), c.json());
                     }
                 }
                 None => continue,
@@ -320,6 +652,7 @@ fn summary_markdown(dir: &Path, meta: &Metadata, results: &Results, registry: &R
             fmt(mean(&|s| Some(s.total.loss * 100.0)), 3),
         );
     }
+    competition_markdown(&mut md, results, registry);
     let _ = writeln!(md, "\n## Runs\n");
     let _ = writeln!(
         md,
@@ -353,6 +686,25 @@ fn summary_markdown(dir: &Path, meta: &Metadata, results: &Results, registry: &R
         }
     }
     md
+}
+
+/// The competition table of every mixed run, if any.
+fn competition_markdown(md: &mut String, results: &Results, registry: &Registry) {
+    for (name, runs) in results {
+        for r in runs {
+            let Some(c) = &r.competition else { continue };
+            let (header, rows, notes) = c.table(registry);
+            let _ = writeln!(md, "\n## Competition: {name} run {}\n", r.run_id);
+            let _ = writeln!(md, "| {} |", header.join(" | "));
+            let _ = writeln!(md, "|{}", "---|".repeat(header.len()));
+            for row in rows {
+                let _ = writeln!(md, "| {} |", row.join(" | "));
+            }
+            for n in notes {
+                let _ = writeln!(md, "\n{n}");
+            }
+        }
+    }
 }
 
 /// `pantheon_summary.svg` and `pantheon_summary_mean.svg` (as Pantheon) and PNGs of both
@@ -540,6 +892,18 @@ fn write_report(
                 .unwrap_or_default(),
                 throughput_png: file("throughput"),
                 delay_png: file("delay"),
+                competition: r.competition.as_ref().map(|c| {
+                    let (header, rows, notes) = c.table(registry);
+                    analyzer::document::CompetitionSection {
+                        header,
+                        rows,
+                        notes,
+                        plot_png: std::fs::read(
+                            dir.join(format!("{scheme}_competition_run{}.png", r.run_id)),
+                        )
+                        .ok(),
+                    }
+                }),
             });
         }
     }

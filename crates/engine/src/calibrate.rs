@@ -38,7 +38,7 @@ use serde_json::json;
 
 use crate::compare::{load_runs, load_table, table_runs};
 use crate::plan::{write_constant_trace, write_json, ExperimentPlan};
-use crate::runner::{run_once, RunOutcome, INTERRUPTED};
+use crate::runner::{run_scheme_once, RunOutcome, INTERRUPTED};
 use crate::schemes::Registry;
 
 /// What the emulator must reproduce.
@@ -467,7 +467,8 @@ impl LocalEvaluator<'_> {
             let scheme = registry.get(name)?;
             let runs: &mut SchemeRuns = out.entry(name.clone()).or_default();
             for run in 1..=opts.run_times {
-                let rec = run_once(&plan, &path, scheme, run, &format!("{tag}-{k}"), &|_| {});
+                let rec =
+                    run_scheme_once(&plan, &path, scheme, run, &format!("{tag}-{k}"), &|_| {});
                 k += 1;
                 match rec.outcome {
                     RunOutcome::Ok => {}

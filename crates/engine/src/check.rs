@@ -12,7 +12,7 @@ use emucal::emulator::Emulator;
 use emucal::mm::{LinkShell, Shell};
 
 use crate::plan::{write_constant_trace, ExperimentPlan};
-use crate::runner::{loopback_run, run_once, RunOutcome};
+use crate::runner::{loopback_run, run_scheme_once, RunOutcome};
 use crate::schemes::{Registry, Scheme, SystemInfo};
 
 /// Least average throughput, Mbit/s, that counts as "the scheme sends" over the 10 Mbit/s path.
@@ -122,7 +122,7 @@ fn check_emulated(
     tag: &str,
 ) -> anyhow::Result<(bool, String)> {
     let path = plan.validate(registry)?;
-    let record = run_once(plan, &path, scheme, 1, tag, &|_| {});
+    let record = run_scheme_once(plan, &path, scheme, 1, tag, &|_| {});
     match &record.outcome {
         RunOutcome::Interrupted => anyhow::bail!("interrupted"),
         RunOutcome::Failed { reason } => Ok((false, format!("its run failed: {reason}"))),

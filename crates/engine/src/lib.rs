@@ -12,6 +12,8 @@
 //! # Brief overview
 //!
 //! - [`schemes`]: scheme descriptors (`schemes/*.toml`) and whether each can run here.
+//! - [`mix`]: mixed experiments, flows of different schemes on one bottleneck: `--mix` and
+//!   Pantheon's YAML config file.
 //! - [`plan`]: command-line flags → a validated [`plan::ExperimentPlan`] →
 //!   `pantheon_metadata.json`.
 //! - [`runner`]: one run of one scheme through the tunnel and the emulator, with cleanup on
@@ -32,6 +34,7 @@ pub mod calibrate;
 pub mod check;
 pub mod clean;
 pub mod compare;
+pub mod mix;
 pub mod plan;
 pub mod runner;
 pub mod schemes;

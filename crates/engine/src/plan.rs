@@ -12,7 +12,9 @@ use emucal::mm::EmulatedPath;
 use emucal::trace::Trace;
 use serde_json::json;
 
+use crate::mix::{check_runtime, Mix};
 use crate::schemes::Registry;
+use crate::sequence::{flows_of, RunFlow};
 
 /// Everything a local experiment needs, checked before anything starts.
 #[derive(Debug, Clone)]
@@ -45,6 +47,9 @@ pub struct ExperimentPlan {
     pub emulator: Option<Emulator>,
     /// Extra scheme descriptors directory.
     pub schemes_dir: Option<PathBuf>,
+    /// A mixed experiment's flows (`--mix`, `--config-file`): then `schemes` is the mix's name
+    /// alone, and `flows` and `interval` are not used.
+    pub mix: Option<Mix>,
 }
 
 impl Default for ExperimentPlan {
@@ -65,6 +70,7 @@ impl Default for ExperimentPlan {
             seed: 1,
             emulator: None,
             schemes_dir: None,
+            mix: None,
         }
     }
 }
@@ -83,10 +89,12 @@ impl ExperimentPlan {
 
     /// The checks of local and remote runs alike: schemes known, durations and flows sane.
     pub fn check(&self, registry: &Registry) -> anyhow::Result<()> {
-        if self.schemes.is_empty() {
+        if let Some(mix) = &self.mix {
+            self.check_mix(mix, registry)?;
+        } else if self.schemes.is_empty() {
             bail!("no schemes given: use --schemes \"cubic bbr\" or --all");
         }
-        for s in &self.schemes {
+        for s in self.schemes.iter().filter(|_| self.mix.is_none()) {
             registry.get(s)?;
         }
         if self.run_times == 0 {
@@ -102,6 +110,81 @@ impl ExperimentPlan {
             bail!("(flows − 1) × interval exceeds the runtime");
         }
         Ok(())
+    }
+
+    /// A mix's checks: its schemes known, every flow inside the run, no per-flow delay yet.
+    fn check_mix(&self, mix: &Mix, registry: &Registry) -> anyhow::Result<()> {
+        if self.schemes != [mix.name.clone()] {
+            bail!("a mixed experiment runs its mix only");
+        }
+        for s in mix.schemes() {
+            registry.get(&s)?;
+        }
+        check_runtime(mix, self.runtime.as_secs_f64())?;
+        if let Some((i, f)) = mix.flows.iter().enumerate().find(|(_, f)| f.delay > 0.0) {
+            bail!(
+                "flow {} ({}): a per-flow extra delay is not supported yet; give the whole path \
+                 its delay with --prepend-mm-cmds \"mm-delay MS\"",
+                i + 1,
+                f.short()
+            );
+        }
+        Ok(())
+    }
+
+    /// The flows of a run filed under `name`: the mix's if `name` is the mix's, else
+    /// Pantheon's `flows` flows of scheme `name`, `interval` apart ([`flows_of`]). Errors if
+    /// a scheme is not in `registry`.
+    pub fn run_flows<'r>(
+        &self,
+        name: &str,
+        registry: &'r Registry,
+    ) -> anyhow::Result<Vec<RunFlow<'r>>> {
+        let secs = |s: f64| Duration::try_from_secs_f64(s).context("a flow's start or stop");
+        match &self.mix {
+            Some(mix) if mix.name == name => mix
+                .flows
+                .iter()
+                .map(|f| {
+                    Ok(RunFlow {
+                        scheme: registry.get(&f.scheme)?,
+                        start: secs(f.start)?,
+                        stop: f.stop.map(secs).transpose()?,
+                    })
+                })
+                .collect(),
+            _ => Ok(flows_of(self, registry.get(name)?)),
+        }
+    }
+
+    /// Checks `--baseline DIR` (solo runs of the mix's schemes over the same path): this plan
+    /// is a mix and `dir` a results directory; warns on stderr of each scheme of the mix it has
+    /// no runs of. Returns its absolute path, for the metadata.
+    pub fn check_baseline(&self, dir: &Path) -> anyhow::Result<String> {
+        if self.mix.is_none() {
+            bail!("--baseline goes with --mix or --config-file");
+        }
+        let meta = Metadata::read(dir).context("--baseline")?;
+        for scheme in self.scheme_names() {
+            if !meta.cc_schemes.contains(&scheme) {
+                eprintln!(
+                    "warning: --baseline {} has no runs of {scheme}: its flows get no \
+                     throughput ratio or harm",
+                    dir.display()
+                );
+            }
+        }
+        let abs =
+            std::path::absolute(dir).with_context(|| format!("--baseline {}", dir.display()))?;
+        Ok(abs.display().to_string())
+    }
+
+    /// The schemes that run in this plan: its schemes, or the mix's.
+    pub fn scheme_names(&self) -> Vec<String> {
+        match &self.mix {
+            Some(mix) => mix.schemes(),
+            None => self.schemes.clone(),
+        }
     }
 
     /// `pantheon_metadata.json` of a local run: Pantheon's keys (`cc_schemes`, `run_times`,
@@ -144,8 +227,16 @@ impl ExperimentPlan {
             run_times: self.run_times,
             start_run_id: self.start_run_id,
             runtime: self.runtime.as_secs_f64(),
-            flows: self.flows,
-            interval: self.interval.as_secs_f64(),
+            flows: match &self.mix {
+                Some(mix) => u16::try_from(mix.flows.len()).unwrap_or(u16::MAX),
+                None => self.flows,
+            },
+            interval: if self.mix.is_some() {
+                0.0
+            } else {
+                self.interval.as_secs_f64()
+            },
+            mix: self.mix.clone(),
             random_order: self.random_order,
             first_side_setup: Some(self.first_side_setup.as_secs_f64()),
             harness: Some(format!("pantheon-rs {}", env!("CARGO_PKG_VERSION"))),
@@ -158,7 +249,7 @@ impl ExperimentPlan {
     /// by scheme name: recorded in the metadata when the experiment starts, so that a report
     /// made later, or on another machine, names the programs that ran.
     pub fn scheme_versions(&self, registry: &Registry) -> BTreeMap<String, String> {
-        self.schemes
+        self.scheme_names()
             .iter()
             .filter_map(|name| Some((name.clone(), registry.get(name).ok()?.version())))
             .collect()
@@ -251,6 +342,15 @@ impl ExperimentPlan {
                 path(new)
             );
         }
+        if earlier.mix != new.mix {
+            bail!(
+                "--append: {} holds runs of {}, this experiment is {}: a results directory holds \
+                 one mix, or runs of single schemes; use another --data-dir",
+                self.data_dir.display(),
+                mix_words(earlier.mix.as_ref()),
+                mix_words(new.mix.as_ref())
+            );
+        }
         let there = earlier.runs();
         if let Some((s, id)) = new.runs().into_iter().find(|r| there.contains(r)) {
             bail!(
@@ -260,6 +360,17 @@ impl ExperimentPlan {
             );
         }
         Ok(())
+    }
+}
+
+/// `the mix "cubic bbr@10"`, or `single schemes`, for errors.
+fn mix_words(mix: Option<&Mix>) -> String {
+    match mix {
+        Some(m) => {
+            let flows: Vec<String> = m.flows.iter().map(|f| f.short()).collect();
+            format!("the mix {} (\"{}\")", m.name, flows.join(" "))
+        }
+        None => "single schemes".into(),
     }
 }
 

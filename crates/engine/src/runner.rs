@@ -35,7 +35,7 @@ use tunnel::log::{LogFormat, Role};
 
 use crate::plan::ExperimentPlan;
 use crate::schemes::{Scheme, Side};
-use crate::sequence::{run_sequence, Sides, SCHEME_PORT};
+use crate::sequence::{flows_of, run_sequence, RunFlow, Sides, SCHEME_PORT};
 
 /// Set by the Ctrl-C / SIGTERM handler: the runner finishes the current run's cleanup and stops.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -165,6 +165,10 @@ pub struct SchemeProcess {
     what: String,
     child: Child,
     log: PathBuf,
+    /// The flow it belongs to (1-based).
+    flow: u16,
+    /// Ended on purpose before the run's end (a mix's stop time): its exit is no failure.
+    stopped: bool,
 }
 
 impl SchemeProcess {
@@ -233,10 +237,13 @@ pub struct RunResources {
 }
 
 impl RunResources {
-    /// Creates namespace `name`, owned by these resources; returns its index.
+    /// Creates namespace `name`, owned by these resources, IPv6 off (no packets of the
+    /// kernel's own in the logs: [`NetNs::disable_ipv6`]); returns its index.
     pub fn netns(&mut self, name: String) -> anyhow::Result<usize> {
         let ns =
             NetNs::create(&name).with_context(|| format!("create network namespace {name}"))?;
+        ns.disable_ipv6()
+            .with_context(|| format!("turn IPv6 off in network namespace {name}"))?;
         self.namespaces.push(ns);
         Ok(self.namespaces.len() - 1)
     }
@@ -340,12 +347,18 @@ pub fn loopback_run(
         let mut sides = LocalSides {
             res: &mut res,
             flows: &[],
-            scheme,
+            name: &scheme.name,
             dir,
             run_id: 0,
         };
         let mut record = RunRecord::new(&scheme.name, 0);
-        run_sequence(&plan, scheme, &mut sides, &mut record, &|_| {})?;
+        run_sequence(
+            &plan,
+            &flows_of(&plan, scheme),
+            &mut sides,
+            &mut record,
+            &|_| {},
+        )?;
         let out = std::process::Command::new("ip")
             .args([
                 "-n",
@@ -385,27 +398,28 @@ pub fn log_path(
     ))
 }
 
-/// Runs one scheme once. Never panics on scheme failure; returns the record.
+/// Runs `flows` once as run `run_id` of `name` (the scheme's name for a run of one scheme,
+/// the mix's for a mix: it names the run's files and its record). Never panics on scheme
+/// failure; returns the record.
 pub fn run_once(
     plan: &ExperimentPlan,
     path: &EmulatedPath,
-    scheme: &Scheme,
+    name: &str,
+    flows: &[RunFlow],
     run_id: u32,
     tag: &str,
     progress: &dyn Fn(f64),
 ) -> RunRecord {
-    let mut record = RunRecord::new(&scheme.name, run_id);
+    let mut record = RunRecord::new(name, run_id);
     let mut res = RunResources::default();
-    let result = drive_run(
+    let run = Run {
         plan,
-        path,
-        scheme,
+        name,
+        flows,
         run_id,
         tag,
-        &mut res,
-        &mut record,
-        progress,
-    );
+    };
+    let result = drive_run(&run, path, &mut res, &mut record, progress);
     // Tear down explicitly (the same happens on unwinding), then check nothing is left.
     let t = res.teardown();
     let result = t.judge(result);
@@ -415,47 +429,77 @@ pub fn run_once(
     record
 }
 
-/// The namespaces of one flow: (receiver's, sender's), indices into
-/// [`RunResources::namespaces`].
-type FlowNamespaces = (usize, usize);
-
-/// The run itself, steps 1–4 of the module docs; everything it starts goes into `res`, which
-/// the caller tears down whatever this returns.
-#[allow(clippy::too_many_arguments)]
-fn drive_run(
+/// [`run_once`] of Pantheon's flows of one scheme ([`flows_of`]: `plan.flows` flows of
+/// `scheme`, `plan.interval` apart), filed under the scheme's name.
+pub fn run_scheme_once(
     plan: &ExperimentPlan,
     path: &EmulatedPath,
     scheme: &Scheme,
     run_id: u32,
     tag: &str,
+    progress: &dyn Fn(f64),
+) -> RunRecord {
+    let flows = flows_of(plan, scheme);
+    run_once(plan, path, &scheme.name, &flows, run_id, tag, progress)
+}
+
+/// The namespaces of one flow: (receiver's, sender's), indices into
+/// [`RunResources::namespaces`].
+type FlowNamespaces = (usize, usize);
+
+/// What one run is: the plan, the name its files are filed under, its flows, its id and the
+/// unique tag of its namespaces.
+struct Run<'a> {
+    plan: &'a ExperimentPlan,
+    name: &'a str,
+    flows: &'a [RunFlow<'a>],
+    run_id: u32,
+    tag: &'a str,
+}
+
+/// The run itself, steps 1–4 of the module docs; everything it starts goes into `res`, which
+/// the caller tears down whatever this returns.
+fn drive_run(
+    run: &Run,
+    path: &EmulatedPath,
     res: &mut RunResources,
     record: &mut RunRecord,
     progress: &dyn Fn(f64),
 ) -> anyhow::Result<()> {
-    let (host, emu) = start_emulator(plan, path, &scheme.name, run_id, tag, res)?;
-    let mut flows = Vec::new();
-    for flow in 1..=plan.flows {
+    let plan = run.plan;
+    let (host, emu) = start_emulator(plan, path, run.name, run.run_id, run.tag, res)?;
+    let mut namespaces = Vec::new();
+    for flow in 1..=run.flows.len() {
         let files = TunnelLogs {
             dir: &plan.data_dir,
-            scheme: &scheme.name,
-            run_id,
-            flow,
+            scheme: run.name,
+            run_id: run.run_id,
+            flow: u16::try_from(flow).context("too many flows")?,
         };
-        flows.push(start_tunnel_pair(&files, tag, res, host, emu)?);
+        namespaces.push(start_tunnel_pair(&files, run.tag, res, host, emu)?);
     }
     wait_for_tunnels(res)?;
-    if let Some(q) = &scheme.preferred_qdisc {
-        let senders: Vec<&NetNs> = flows.iter().map(|&(_, tx)| &res.namespaces[tx]).collect();
+    // Each scheme's qdisc (BBR's fq) on the tunnel devices of its flows' senders.
+    let mut qdiscs: Vec<(&str, Vec<&NetNs>)> = Vec::new();
+    for (f, &(_, tx)) in run.flows.iter().zip(&namespaces) {
+        if let Some(q) = &f.scheme.preferred_qdisc {
+            match qdiscs.iter_mut().find(|(k, _)| k == q) {
+                Some((_, senders)) => senders.push(&res.namespaces[tx]),
+                None => qdiscs.push((q, vec![&res.namespaces[tx]])),
+            }
+        }
+    }
+    for (q, senders) in qdiscs {
         record.notes.push(install_qdisc(q, &senders));
     }
     let mut sides = LocalSides {
         res,
-        flows: &flows,
-        scheme,
+        flows: &namespaces,
+        name: run.name,
         dir: &plan.data_dir,
-        run_id,
+        run_id: run.run_id,
     };
-    run_sequence(plan, scheme, &mut sides, record, progress)?;
+    run_sequence(plan, run.flows, &mut sides, record, progress)?;
     drain(plan, res, record);
     Ok(())
 }
@@ -603,7 +647,8 @@ struct LocalSides<'a> {
     res: &'a mut RunResources,
     /// Each flow's namespaces; empty for a loopback run (one namespace, [`LOOPBACK`]).
     flows: &'a [FlowNamespaces],
-    scheme: &'a Scheme,
+    /// What the processes' output files are named after (the scheme's or the mix's name).
+    name: &'a str,
     dir: &'a Path,
     run_id: u32,
 }
@@ -618,6 +663,7 @@ impl Sides for LocalSides<'_> {
 
     fn start(
         &mut self,
+        scheme: &Scheme,
         side: Side,
         flow: u16,
         peer: Option<String>,
@@ -627,20 +673,26 @@ impl Sides for LocalSides<'_> {
             (Some(&(_, tx)), Side::Sender) => tx,
             (None, _) => 0,
         };
-        let argv = self
-            .scheme
-            .argv(side, peer.as_deref().unwrap_or(""), SCHEME_PORT);
+        let argv = scheme.argv(side, peer.as_deref().unwrap_or(""), SCHEME_PORT);
         let p = spawn(
             &self.res.namespaces[ns],
             &argv,
             self.dir,
-            &self.scheme.name,
+            self.name,
             self.run_id,
             usize::from(flow),
             side,
         )?;
         self.res.processes.push(p);
         Ok(Vec::new())
+    }
+
+    fn stop(&mut self, flow: u16) -> anyhow::Result<()> {
+        for p in self.res.processes.iter_mut().filter(|p| p.flow == flow) {
+            p.stopped = true;
+            p.stop();
+        }
+        Ok(())
     }
 
     fn address(&self, side: Side, _flow: u16) -> String {
@@ -731,6 +783,8 @@ pub fn spawn(
         what: format!("{side_name} of flow {flow} (`{}`)", argv.join(" ")),
         child,
         log,
+        flow: u16::try_from(flow).unwrap_or(u16::MAX),
+        stopped: false,
     })
 }
 
@@ -738,7 +792,7 @@ fn check_processes(res: &mut RunResources) -> anyhow::Result<()> {
     if INTERRUPTED.load(Ordering::SeqCst) {
         return Err(anyhow!("interrupted"));
     }
-    for p in &mut res.processes {
+    for p in res.processes.iter_mut().filter(|p| !p.stopped) {
         if let Some(why) = p.exited() {
             return Err(anyhow!(why));
         }

@@ -4,14 +4,18 @@
 //!
 //! Once every flow's tunnel is up (Pantheon's `test.py`, reference `pantheon.md` §2.4):
 //!
-//! 1. the side that runs first (the scheme's `run_first`, usually the receiver) of every flow;
+//! 1. the side that runs first (its scheme's `run_first`, usually the receiver) of every flow;
 //! 2. `first_side_setup` for them alone;
-//! 3. the other side of every flow, `interval` apart, given the first side's tunnel address;
-//!    the runtime counts from the first of them (Pantheon's `Start at:`);
-//! 4. `runtime`, then `End at:`.
+//! 3. the other side of each flow at the flow's start time, given the first side's tunnel
+//!    address: `interval` apart for Pantheon's `--flows N` of one scheme, the times of a mix
+//!    ([`crate::mix`]) otherwise; the runtime counts from the run's start (Pantheon's
+//!    `Start at:`), which is when a flow with start time 0 starts;
+//! 4. a flow of a mix with a stop time is stopped then (both sides ended: [`Sides::stop`]);
+//! 5. `runtime`, then `End at:`.
 //!
 //! The sides are checked all along ([`Sides::check`]): a side that failed, or Ctrl-C, stops the
-//! run with the reason.
+//! run with the reason. Starts and stops are made when due, not at the next poll: the wait
+//! before each is cut to it.
 
 use std::time::{Duration, Instant};
 
@@ -22,50 +26,123 @@ use crate::schemes::{Scheme, Side};
 /// The port schemes use inside the tunnel, local and remote runs alike.
 pub const SCHEME_PORT: u16 = 50_000;
 
+/// One flow of a run, as the sequence starts and stops it.
+#[derive(Debug, Clone, Copy)]
+pub struct RunFlow<'a> {
+    /// The flow's scheme.
+    pub scheme: &'a Scheme,
+    /// When its second side starts, after the run's start.
+    pub start: Duration,
+    /// When both its sides are ended, after the run's start; `None`: at the end of the run.
+    pub stop: Option<Duration>,
+}
+
+/// Pantheon's flows of one run of one scheme: `plan.flows` flows of `scheme`, started
+/// `plan.interval` apart from the run's start, all running to its end.
+pub fn flows_of<'a>(plan: &ExperimentPlan, scheme: &'a Scheme) -> Vec<RunFlow<'a>> {
+    (0..u32::from(plan.flows))
+        .map(|i| RunFlow {
+            scheme,
+            start: plan.interval * i,
+            stop: None,
+        })
+        .collect()
+}
+
 /// Where a run's sides run.
 pub trait Sides {
     /// Errors if the run must stop: a side failed (a process exited early, a node reported a
-    /// failure), a node does not answer, or the run was interrupted (Ctrl-C / SIGTERM).
+    /// failure), a node does not answer, or the run was interrupted (Ctrl-C / SIGTERM). The
+    /// sides of a flow that was stopped ([`Sides::stop`]) are not checked.
     fn check(&mut self) -> anyhow::Result<()>;
-    /// Starts `side` of flow `flow` (1-based). `peer`: for the side that runs second, the
-    /// tunnel address of the flow's first side; `None` for the first side. Returns remarks for
-    /// the run record.
-    fn start(&mut self, side: Side, flow: u16, peer: Option<String>)
-        -> anyhow::Result<Vec<String>>;
+    /// Starts `side` of `scheme` for flow `flow` (1-based). `peer`: for the side that runs
+    /// second, the tunnel address of the flow's first side; `None` for the first side. Returns
+    /// remarks for the run record.
+    fn start(
+        &mut self,
+        scheme: &Scheme,
+        side: Side,
+        flow: u16,
+        peer: Option<String>,
+    ) -> anyhow::Result<Vec<String>>;
+    /// Ends both sides of flow `flow` before the run ends (a mix's stop time); its tunnel stays.
+    fn stop(&mut self, flow: u16) -> anyhow::Result<()>;
     /// The tunnel address `side` of flow `flow` (1-based) has.
     fn address(&self, side: Side, flow: u16) -> String;
     /// How often the sides are checked.
     fn poll(&self) -> Duration;
 }
 
-/// Runs steps 1–4 of the module docs for `plan`'s flows of `scheme` on `sides`; records the
-/// start and end times and the sides' remarks in `record`; reports progress (0–1) through the
-/// runtime. Errors with the reason the run stopped early.
+/// What the sequence does at a time of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// Start the second side of a flow (index into the flows).
+    Start(usize),
+    /// End both sides of a flow.
+    Stop(usize),
+}
+
+/// The starts and stops of `flows`, in time order (a flow's start before its stop).
+fn events(flows: &[RunFlow]) -> Vec<(Duration, Event)> {
+    let mut ev: Vec<(Duration, Event)> = flows
+        .iter()
+        .enumerate()
+        .flat_map(|(i, f)| {
+            std::iter::once((f.start, Event::Start(i))).chain(f.stop.map(|s| (s, Event::Stop(i))))
+        })
+        .collect();
+    ev.sort();
+    ev
+}
+
+/// Runs steps 1–5 of the module docs for `flows` on `sides`; records the start and end times
+/// and the sides' remarks in `record`; reports progress (0–1) through the runtime. Errors with
+/// the reason the run stopped early.
 pub fn run_sequence(
     plan: &ExperimentPlan,
-    scheme: &Scheme,
+    flows: &[RunFlow],
     sides: &mut dyn Sides,
     record: &mut RunRecord,
     progress: &dyn Fn(f64),
 ) -> anyhow::Result<()> {
-    let [first, second] = scheme.start_order();
-    for flow in 1..=plan.flows {
-        record.notes.extend(sides.start(first, flow, None)?);
+    let flow_id = |i: usize| u16::try_from(i + 1).expect("at most u16::MAX flows");
+    for (i, f) in flows.iter().enumerate() {
+        let [first, _] = f.scheme.start_order();
+        record
+            .notes
+            .extend(sides.start(f.scheme, first, flow_id(i), None)?);
     }
     sleep_checked(sides, plan.first_side_setup)?;
     let start = Instant::now();
     record.start = Some(utc_now());
-    for flow in 1..=plan.flows {
-        if flow > 1 {
-            sleep_checked(sides, plan.interval)?;
+    let mut pending = events(flows).into_iter().peekable();
+    loop {
+        while let Some(&(at, event)) = pending.peek() {
+            if start.elapsed() < at || at >= plan.runtime {
+                break;
+            }
+            pending.next();
+            match event {
+                Event::Start(i) => {
+                    let [first, second] = flows[i].scheme.start_order();
+                    let peer = sides.address(first, flow_id(i));
+                    let notes = sides.start(flows[i].scheme, second, flow_id(i), Some(peer))?;
+                    record.notes.extend(notes);
+                }
+                Event::Stop(i) => sides.stop(flow_id(i))?,
+            }
         }
-        let peer = sides.address(first, flow);
-        record.notes.extend(sides.start(second, flow, Some(peer))?);
-    }
-    while start.elapsed() < plan.runtime {
+        let elapsed = start.elapsed();
+        if elapsed >= plan.runtime {
+            break;
+        }
         sides.check()?;
-        progress(start.elapsed().as_secs_f64() / plan.runtime.as_secs_f64());
-        std::thread::sleep(sides.poll());
+        progress(elapsed.as_secs_f64() / plan.runtime.as_secs_f64());
+        let next = pending
+            .peek()
+            .map_or(plan.runtime, |&(at, _)| at.min(plan.runtime));
+        let wait = next.saturating_sub(start.elapsed()).min(sides.poll());
+        std::thread::sleep(wait);
     }
     record.end = Some(utc_now());
     progress(1.0);
@@ -90,14 +167,25 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
 
-    /// One start: the side, its flow, the flow's address (if any) and when, since `t0`.
-    type Start = (Side, u16, Option<String>, Duration);
+    /// One start or stop: the scheme (`None` for a stop), the side, its flow, the flow's
+    /// address (if any) and when, since `t0`.
+    type Start = (Option<String>, Side, u16, Option<String>, Duration);
 
-    /// Sides that record what was started, and fail from a given start on.
+    /// Sides that record what was started and stopped, and fail from a given start on.
     struct Recorded {
         started: RefCell<Vec<Start>>,
         t0: Instant,
         fail_after: usize,
+    }
+
+    impl Recorded {
+        fn new(fail_after: usize) -> Recorded {
+            Recorded {
+                started: RefCell::default(),
+                t0: Instant::now(),
+                fail_after,
+            }
+        }
     }
 
     impl Sides for Recorded {
@@ -109,25 +197,34 @@ mod tests {
         }
         fn start(
             &mut self,
+            scheme: &Scheme,
             side: Side,
             flow: u16,
             peer: Option<String>,
         ) -> anyhow::Result<Vec<String>> {
             let at = self.t0.elapsed();
-            self.started.borrow_mut().push((side, flow, peer, at));
+            let name = Some(scheme.name.clone());
+            self.started.borrow_mut().push((name, side, flow, peer, at));
             Ok(vec![format!("{side:?} {flow} started")])
+        }
+        fn stop(&mut self, flow: u16) -> anyhow::Result<()> {
+            let at = self.t0.elapsed();
+            self.started
+                .borrow_mut()
+                .push((None, Side::Sender, flow, None, at));
+            Ok(())
         }
         fn address(&self, side: Side, flow: u16) -> String {
             format!("{side:?}-{flow}")
         }
         fn poll(&self) -> Duration {
-            Duration::from_millis(5)
+            Duration::from_millis(200)
         }
     }
 
-    fn scheme(run_first: &str) -> Scheme {
+    fn scheme(name: &str, run_first: &str) -> Scheme {
         let toml = format!(
-            "name = \"x\"\nlabel = \"X\"\ncolor = \"red\"\nmarker = \"o\"\n\
+            "name = \"{name}\"\nlabel = \"X\"\ncolor = \"red\"\nmarker = \"o\"\n\
              run_first = \"{run_first}\"\n\
              [sender]\ncommand = [\"s\", \"{{ip}}\", \"{{port}}\"]\n\
              [receiver]\ncommand = [\"r\", \"{{port}}\"]\n"
@@ -144,19 +241,23 @@ mod tests {
             runtime: Duration::from_millis(100),
             ..ExperimentPlan::default()
         };
-        let mut sides = Recorded {
-            started: RefCell::default(),
-            t0: Instant::now(),
-            fail_after: usize::MAX,
-        };
+        let mut sides = Recorded::new(usize::MAX);
         let mut record = RunRecord::new("x", 1);
         let t0 = Instant::now();
-        run_sequence(&plan, &scheme("receiver"), &mut sides, &mut record, &|_| {}).unwrap();
+        let x = scheme("x", "receiver");
+        run_sequence(
+            &plan,
+            &flows_of(&plan, &x),
+            &mut sides,
+            &mut record,
+            &|_| {},
+        )
+        .unwrap();
         let total = t0.elapsed();
         let started = sides.started.into_inner();
         let what: Vec<(Side, u16, Option<String>)> = started
             .iter()
-            .map(|(s, f, p, _)| (*s, *f, p.clone()))
+            .map(|(_, s, f, p, _)| (*s, *f, p.clone()))
             .collect();
         use Side::{Receiver, Sender};
         assert_eq!(
@@ -170,7 +271,7 @@ mod tests {
         );
         // The second sides come after the setup, `interval` apart; the runtime counts from
         // the first of them, so the interval is inside it.
-        let at = |i: usize| started[i].3;
+        let at = |i: usize| started[i].4;
         assert!(at(2) >= Duration::from_millis(40), "{:?}", at(2));
         assert!(
             at(3) - at(2) >= Duration::from_millis(60),
@@ -183,24 +284,90 @@ mod tests {
     }
 
     #[test]
+    fn a_mix_starts_and_stops_each_flow_at_its_time_not_at_the_next_poll() {
+        let plan = ExperimentPlan {
+            first_side_setup: Duration::from_millis(20),
+            runtime: Duration::from_millis(300),
+            ..ExperimentPlan::default()
+        };
+        let (cubic, ledbat) = (scheme("cubic", "receiver"), scheme("ledbat", "sender"));
+        let ms = Duration::from_millis;
+        let flows = [
+            RunFlow {
+                scheme: &cubic,
+                start: ms(0),
+                stop: None,
+            },
+            RunFlow {
+                scheme: &ledbat,
+                start: ms(130),
+                stop: Some(ms(210)),
+            },
+            RunFlow {
+                scheme: &cubic,
+                start: ms(70),
+                stop: None,
+            },
+        ];
+        let mut sides = Recorded::new(usize::MAX);
+        let mut record = RunRecord::new("mix", 1);
+        run_sequence(&plan, &flows, &mut sides, &mut record, &|_| {}).unwrap();
+        let started = sides.started.into_inner();
+        let name = |s: &str| Some(s.to_owned());
+        use Side::{Receiver, Sender};
+        let what: Vec<(Option<String>, Side, u16)> = started
+            .iter()
+            .map(|(n, s, f, _, _)| (n.clone(), *s, *f))
+            .collect();
+        // Each flow's first side (ledbat's is its sender) at once; then the second sides and
+        // the stop in time order.
+        assert_eq!(
+            what,
+            [
+                (name("cubic"), Receiver, 1),
+                (name("ledbat"), Sender, 2),
+                (name("cubic"), Receiver, 3),
+                (name("cubic"), Sender, 1),
+                (name("cubic"), Sender, 3),
+                (name("ledbat"), Receiver, 2),
+                (None, Sender, 2),
+            ]
+        );
+        assert_eq!(started[5].3.as_deref(), Some("Sender-2"));
+        // Each at its time after the run's start (flow 1's second side), though the sides are
+        // polled only every 200 ms (40 ms of slack for a loaded machine).
+        let run_start = started[3].4;
+        for (i, due) in [(4, 70), (5, 130), (6, 210)] {
+            let late = started[i].4 - run_start;
+            assert!(
+                late >= ms(due) && late < ms(due + 40),
+                "event {i} at {late:?}, due at {due} ms"
+            );
+        }
+    }
+
+    #[test]
     fn a_failing_side_stops_the_run_with_its_reason_and_no_end_time() {
         let plan = ExperimentPlan {
             first_side_setup: Duration::from_millis(10),
             runtime: Duration::from_secs(30),
             ..ExperimentPlan::default()
         };
-        let mut sides = Recorded {
-            started: RefCell::default(),
-            t0: Instant::now(),
-            fail_after: 1,
-        };
+        let mut sides = Recorded::new(1);
         let mut record = RunRecord::new("x", 1);
-        let e =
-            run_sequence(&plan, &scheme("sender"), &mut sides, &mut record, &|_| {}).unwrap_err();
+        let x = scheme("x", "sender");
+        let e = run_sequence(
+            &plan,
+            &flows_of(&plan, &x),
+            &mut sides,
+            &mut record,
+            &|_| {},
+        )
+        .unwrap_err();
         assert_eq!(e.to_string(), "receiver of flow 1 exited early");
         // Sender first here; the receiver was started, then the check failed at once.
         let started = sides.started.into_inner();
-        assert_eq!(started[0].0, Side::Sender);
+        assert_eq!(started[0].1, Side::Sender);
         assert_eq!(started.len(), 2);
         assert!(record.end.is_none());
     }

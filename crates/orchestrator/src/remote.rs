@@ -34,7 +34,7 @@ use crate::clock::{self, Correction, Measurement};
 use engine::plan::ExperimentPlan;
 use engine::runner::{RunRecord, INTERRUPTED};
 use engine::schemes::{Scheme, Side};
-use engine::sequence::{run_sequence, Sides, SCHEME_PORT};
+use engine::sequence::{flows_of, run_sequence, Sides, SCHEME_PORT};
 
 /// Which node: Pantheon's `local` or `remote` (the type the results' metadata records).
 pub use analyzer::results::Node;
@@ -272,7 +272,6 @@ fn drive_remote(
     let mut sides = RemoteSides {
         nodes,
         opts,
-        scheme,
         run_id,
         tag,
         private,
@@ -288,14 +287,13 @@ fn drive_remote(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    run_sequence(plan, scheme, &mut sides, record, progress)
+    run_sequence(plan, &flows_of(plan, scheme), &mut sides, record, progress)
 }
 
 /// The sides of a remote run: each on the node `--sender` puts it on, through its agent.
 struct RemoteSides<'a> {
     nodes: &'a Nodes<'a>,
     opts: &'a RemoteOptions,
-    scheme: &'a Scheme,
     run_id: u32,
     /// The run's name on the agents.
     tag: &'a str,
@@ -341,6 +339,7 @@ impl Sides for RemoteSides<'_> {
 
     fn start(
         &mut self,
+        scheme: &Scheme,
         side: Side,
         flow: u16,
         peer: Option<String>,
@@ -353,7 +352,7 @@ impl Sides for RemoteSides<'_> {
                     run: self.tag.to_owned(),
                 }),
                 flow: u32::from(flow),
-                scheme: self.scheme.name.clone(),
+                scheme: scheme.name.clone(),
                 side: match side {
                     Side::Sender => proto::Side::Sender,
                     Side::Receiver => proto::Side::Receiver,
@@ -363,6 +362,10 @@ impl Sides for RemoteSides<'_> {
                 run_id: self.run_id,
             })?;
         Ok(r.notes)
+    }
+
+    fn stop(&mut self, flow: u16) -> anyhow::Result<()> {
+        bail!("flow {flow}: stopping a flow before the end of a remote run is not supported yet")
     }
 
     fn address(&self, side: Side, flow: u16) -> String {

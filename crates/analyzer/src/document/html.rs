@@ -89,6 +89,31 @@ pub fn html(r: &Report) -> String {
             img(&run.throughput_png, "throughput over time"),
             img(&run.delay_png, "one-way delay over time")
         );
+        if let Some(c) = &run.competition {
+            let cells = |row: &[String], tag: &str| -> String {
+                row.iter()
+                    .map(|c| format!("<{tag}>{}</{tag}>", escape(c)))
+                    .collect()
+            };
+            let _ = write!(
+                w,
+                "<section><h3>Run {}: Competition — {label}</h3><table><tr>{}</tr>",
+                run.run_id,
+                cells(&c.header, "th")
+            );
+            for row in &c.rows {
+                let _ = write!(w, "<tr>{}</tr>", cells(row, "td"));
+            }
+            let _ = write!(w, "</table>");
+            for n in &c.notes {
+                let _ = write!(w, "<p>{}</p>", escape(n));
+            }
+            let _ = writeln!(
+                w,
+                "{}</section>",
+                img(&c.plot_png, "per-flow throughput and delay over time")
+            );
+        }
     }
     let _ = writeln!(w, "</body></html>");
     h
@@ -173,9 +198,37 @@ pub(crate) mod tests {
                 stats: "-- Total of 1 flow:\nLoss rate: 0.12%\n".into(),
                 throughput_png: Some(vec![0x89, b'P', b'N', b'G']),
                 delay_png: None,
+                competition: None,
             }],
             summary_pngs: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_mixed_run_has_its_competition_table() {
+        let mut r = sample();
+        r.runs[0].competition = Some(crate::document::CompetitionSection {
+            header: vec!["flow".into(), "scheme".into(), "tput (Mbit/s)".into()],
+            rows: vec![
+                vec!["1".into(), "TCP Cubic".into(), "12.50".into()],
+                vec!["2".into(), "<LEDBAT>".into(), "7.25".into()],
+            ],
+            notes: vec!["Jain's index while all flows were active: 0.93".into()],
+            plot_png: None,
+        });
+        let h = html(&r);
+        for want in [
+            "<h3>Run 1: Competition — TCP Cubic</h3>",
+            "<tr><th>flow</th><th>scheme</th><th>tput (Mbit/s)</th></tr>",
+            "<tr><td>2</td><td>&lt;LEDBAT&gt;</td><td>7.25</td></tr>",
+            "<p>Jain&#39;s index while all flows were active: 0.93</p>",
+        ] {
+            assert!(h.contains(want), "missing {want:?} in\n{h}");
+        }
+        // (The sample's throughput plot is no real PNG: the PDF would refuse it.)
+        r.runs[0].throughput_png = None;
+        let pdf = crate::document::pdf(&r).unwrap();
+        assert!(pdf.starts_with(b"%PDF"));
     }
 
     #[test]
@@ -196,6 +249,7 @@ pub(crate) mod tests {
         ] {
             assert!(h.contains(want), "missing {want:?} in\n{h}");
         }
+        assert!(!h.contains("Competition"));
         assert!(!h.contains("NTP offsets"));
         assert!(!h.contains("<?xml"));
         // Nothing outside the file.

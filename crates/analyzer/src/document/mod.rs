@@ -4,7 +4,7 @@
 //! (`pantheon_report.pdf`). Sections, in Pantheon's order: generated at; the emulated path or
 //! data path; schemes × runs, runtime and flows; NTP server; system info; versions; the two
 //! summary plots; the per-flow table of means; then per scheme and run the statistics and the
-//! two time-series plots.
+//! two time-series plots (and for a mixed run its competition table and plot).
 
 mod html;
 mod pdf;
@@ -47,6 +47,22 @@ pub struct RunSection {
     pub throughput_png: Option<Vec<u8>>,
     /// Delay plot (PNG bytes), if drawn.
     pub delay_png: Option<Vec<u8>>,
+    /// A mixed run's competition table and plot.
+    pub competition: Option<CompetitionSection>,
+}
+
+/// A mixed run's competition: one row per flow (scheme, start, throughput, delay, loss, …),
+/// lines on the run (Jain's index, the time to converge) and the per-flow plot.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CompetitionSection {
+    /// Column headings.
+    pub header: Vec<String>,
+    /// One row per flow, as many cells as headings.
+    pub rows: Vec<Vec<String>>,
+    /// Lines about the run as a whole.
+    pub notes: Vec<String>,
+    /// The competition plot (PNG bytes), if drawn.
+    pub plot_png: Option<Vec<u8>>,
 }
 
 /// Everything the report shows.

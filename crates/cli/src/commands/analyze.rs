@@ -13,12 +13,17 @@ pub(crate) struct AnalyzeArgs {
     /// Extra scheme descriptors (*.toml) for labels and colors.
     #[arg(long)]
     schemes_dir: Option<PathBuf>,
+    /// For a mixed experiment: a results directory of its schemes each alone on the same
+    /// emulator, whose medians give each flow's throughput ratio and harm (default: the one
+    /// `pantheon run --baseline` recorded).
+    #[arg(long, value_name = "DIR")]
+    baseline: Option<PathBuf>,
 }
 
 /// Analyses the directory and prints the summary (Markdown).
-pub(crate) fn exec(AnalyzeArgs { dir, schemes_dir }: AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    let registry = Registry::load(schemes_dir.as_deref())?;
-    let md = engine::analyze::analyze_dir(&dir, &registry)?;
+pub(crate) fn exec(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    let registry = Registry::load(a.schemes_dir.as_deref())?;
+    let md = engine::analyze::analyze_dir_with(&a.dir, &registry, a.baseline.as_deref())?;
     println!("{md}");
     Ok(ExitCode::SUCCESS)
 }

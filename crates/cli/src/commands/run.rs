@@ -9,9 +9,11 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use emucal::emulator::Emulator;
 use engine::analyze;
+use engine::mix::{Config, Mix};
 use engine::plan::{prepare_results_dir, write_constant_trace, Existing, ExperimentPlan, Reuse};
 use engine::runner::{self, RunOutcome, INTERRUPTED};
-use engine::schemes::{Registry, Scheme, SystemInfo};
+use engine::schemes::{Registry, SystemInfo};
+use engine::sequence::RunFlow;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -117,11 +119,22 @@ impl From<WhereArg> for pantheon_orchestrator::remote::Node {
 #[derive(Args)]
 pub(crate) struct CommonRunArgs {
     /// Schemes to run, space separated, e.g. "cubic bbr".
-    #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+    #[arg(long, conflicts_with_all = ["all", "mix", "config_file"], required_unless_present_any = ["all", "mix", "config_file"])]
     schemes: Option<String>,
     /// Run every scheme that can run on this machine.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["mix", "config_file"])]
     all: bool,
+    /// A mixed experiment: flows of different schemes on the one bottleneck, each
+    /// SCHEME[@START[-STOP]], START and STOP in seconds after the run starts, e.g. "cubic
+    /// bbr@10 ledbat@20-40" (cubic from the start, bbr from 10 s, ledbat from 20 to 40 s). The
+    /// runs are filed under the schemes joined by '-' (cubic-bbr-ledbat). See docs/competition.md.
+    #[arg(long, value_name = "FLOWS", conflicts_with_all = ["config_file", "flows", "interval"])]
+    mix: Option<String>,
+    /// Pantheon's YAML config file (`test.py -c`): `test-name`, `flows: [{scheme: cubic},
+    /// {scheme: ledbat, start: 20, stop: 40}]`, and any other flag as a key (`runtime: 60`),
+    /// which the command line overrides.
+    #[arg(short = 'c', long, value_name = "FILE", conflicts_with_all = ["flows", "interval"])]
+    config_file: Option<PathBuf>,
     /// Seconds each run lasts, from the start of its (first) flow.
     #[arg(short = 't', long, default_value_t = 30.0)]
     runtime: f64,
@@ -189,11 +202,40 @@ pub(crate) struct LocalArgs {
     /// Seed of the emulator's random loss (default: from the clock; recorded in the metadata).
     #[arg(long)]
     seed: Option<u64>,
+    /// With --mix or --config-file: a results directory of the mix's schemes each alone over
+    /// the same emulated path; its medians give each flow's throughput ratio (competing ÷
+    /// alone) and harm. Recorded in the metadata for later analyses.
+    #[arg(long, value_name = "DIR")]
+    baseline: Option<PathBuf>,
+}
+
+/// The mix of `--mix` or `--config-file`, if one is given; errors name the token, or the file
+/// and key.
+fn mix_of(c: &CommonRunArgs) -> anyhow::Result<Option<Mix>> {
+    if let Some(text) = &c.mix {
+        return Ok(Some(engine::mix::parse_short(text)?));
+    }
+    let Some(file) = &c.config_file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("read --config-file {}", file.display()))?;
+    Ok(Some(
+        Config::from_yaml(&text, &file.display().to_string())?.mix,
+    ))
 }
 
 /// The schemes of `--schemes`, or with `--all` every scheme that can run here (the others
-/// named on stderr); shuffled with `seed` if `--random-order`.
-fn chosen_schemes(c: &CommonRunArgs, registry: &Registry, seed: u64) -> Vec<String> {
+/// named on stderr); shuffled with `seed` if `--random-order`; a mix's name alone.
+fn chosen_schemes(
+    c: &CommonRunArgs,
+    registry: &Registry,
+    seed: u64,
+    mix: Option<&Mix>,
+) -> Vec<String> {
+    if let Some(mix) = mix {
+        return vec![mix.name.clone()];
+    }
     let sys = SystemInfo::probe();
     let mut schemes: Vec<String> = match &c.schemes {
         Some(s) => s.split_whitespace().map(str::to_owned).collect(),
@@ -218,9 +260,11 @@ fn chosen_schemes(c: &CommonRunArgs, registry: &Registry, seed: u64) -> Vec<Stri
 /// The plan of the common flags; the local-only fields are the caller's to set.
 fn common_plan(
     c: &CommonRunArgs,
-    schemes: Vec<String>,
+    registry: &Registry,
     seed: u64,
 ) -> anyhow::Result<ExperimentPlan> {
+    let mix = mix_of(c)?;
+    let schemes = chosen_schemes(c, registry, seed, mix.as_ref());
     Ok(ExperimentPlan {
         schemes,
         run_times: c.run_times,
@@ -235,6 +279,7 @@ fn common_plan(
         seed,
         emulator: None,
         schemes_dir: c.schemes_dir.clone(),
+        mix,
     })
 }
 
@@ -319,14 +364,13 @@ fn emulator_of(a: &LocalArgs, data_dir: &Path) -> anyhow::Result<(Emulator, Vec<
 fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::load(a.common.schemes_dir.as_deref())?;
     let seed = a.seed.unwrap_or_else(clock_seed);
-    let schemes = chosen_schemes(&a.common, &registry, seed);
     // Every flag, and the trace files given, checked before anything is created.
     let data_dir = a.common.data_dir.clone();
     let (emulator, traces_to_write) = emulator_of(&a, &data_dir)?;
     let mut plan = ExperimentPlan {
         drain_timeout: secs(a.drain_timeout, "--drain-timeout")?,
         emulator: Some(emulator),
-        ..common_plan(&a.common, schemes, seed)?
+        ..common_plan(&a.common, &registry, seed)?
     };
     plan.check(&registry)?;
     for trace in [&a.uplink_trace, &a.downlink_trace].into_iter().flatten() {
@@ -336,13 +380,18 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     let existing = prepare_dir(&a.common)?;
     plan.start_run_id = first_run_id(&a.common, &existing);
     let sys = SystemInfo::probe();
-    for name in &plan.schemes {
+    for name in &plan.scheme_names() {
         if let Some(why) = registry.get(name)?.unavailable_reason(&sys) {
             eprintln!("warning: {name} cannot run here ({why}); its runs will fail");
         }
     }
     let netns_prefix = format!("pt-{}", std::process::id());
     let mut metadata = plan.metadata(&registry);
+    metadata.baseline = a
+        .baseline
+        .as_deref()
+        .map(|b| plan.check_baseline(b))
+        .transpose()?;
     metadata.netns_prefix = Some(netns_prefix.clone());
     metadata.emulator_preset = a.emulator.clone();
     if let Existing::Append(earlier) = &existing {
@@ -360,14 +409,15 @@ fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
         &plan,
         &registry,
         &netns_prefix,
-        &|scheme, run_id, tag, progress| {
-            runner::run_once(&plan, &path, scheme, run_id, tag, progress)
+        &|name, flows, run_id, tag, progress| {
+            runner::run_once(&plan, &path, name, flows, run_id, tag, progress)
         },
     )
 }
 
-/// Runs one scheme once: (scheme, run id, unique tag, progress callback taking 0–1) → record.
-type RunOne<'a> = &'a dyn Fn(&Scheme, u32, &str, &dyn Fn(f64)) -> runner::RunRecord;
+/// Runs one run: (the name it is filed under, its flows, run id, unique tag, progress callback
+/// taking 0–1) → record.
+type RunOne<'a> = &'a dyn Fn(&str, &[RunFlow], u32, &str, &dyn Fn(f64)) -> runner::RunRecord;
 
 /// Runs every scheme `run_times` times with `run_one` (given the scheme, run id, a unique tag
 /// `<prefix>-<n>` and a progress callback), with a progress bar; records each run in
@@ -400,11 +450,11 @@ fn run_experiment(
     let mut failed = Vec::new();
     'runs: for run_id in plan.start_run_id..plan.start_run_id.saturating_add(plan.run_times) {
         for name in &plan.schemes {
-            let scheme = registry.get(name)?;
+            let flows = plan.run_flows(name, registry)?;
             bar.set_message(format!("{name} run {run_id} ({}/{total})", seq + 1));
             let tag = format!("{prefix}-{seq}");
             let base = (seq * 1000) as u64;
-            let rec = run_one(scheme, run_id, &tag, &|f| {
+            let rec = run_one(name, &flows, run_id, &tag, &|f| {
                 bar.set_position(base + (f * 1000.0) as u64);
             });
             seq += 1;
@@ -453,13 +503,13 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
     use pantheon_orchestrator::agent::{auth::Credentials, client::AgentClient};
     use pantheon_orchestrator::remote::{self, Nodes, RemoteOptions};
     let registry = Registry::load(a.common.schemes_dir.as_deref())?;
-    let schemes = chosen_schemes(&a.common, &registry, clock_seed());
-    let existing = prepare_dir(&a.common)?;
-    let plan = ExperimentPlan {
-        start_run_id: first_run_id(&a.common, &existing),
-        ..common_plan(&a.common, schemes, 0)?
-    };
+    if a.common.mix.is_some() || a.common.config_file.is_some() {
+        anyhow::bail!("mixed experiments (--mix, --config-file) run locally only, for now");
+    }
+    let mut plan = common_plan(&a.common, &registry, clock_seed())?;
     plan.check(&registry)?;
+    let existing = prepare_dir(&a.common)?;
+    plan.start_run_id = first_run_id(&a.common, &existing);
     let credentials = Credentials::load(&a.credentials, false)?;
     let local = AgentClient::new(&a.local_agent, &credentials)?;
     let remote_agent = AgentClient::new(&a.remote_agent, &credentials)?;
@@ -504,8 +554,168 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
         &plan,
         &registry,
         &prefix,
-        &|scheme, run_id, tag, progress| {
-            remote::run_when_ready(&plan, &opts, &nodes, scheme, run_id, tag, progress)
+        &|_, flows, run_id, tag, progress| {
+            remote::run_when_ready(&plan, &opts, &nodes, flows[0].scheme, run_id, tag, progress)
         },
     )
+}
+
+/// Flags a config file cannot set: its `flows` list says which schemes run and when.
+const NOT_IN_CONFIG: &[&str] = &["schemes", "all", "flows", "interval", "mix", "config-file"];
+
+/// Pantheon's config-file keys as defaults of `pantheon run local|remote`'s flags: each key of
+/// the `--config-file FILE` (`-c FILE`) that the command line does not give is added to it
+/// as `--KEY VALUE` (`--KEY` alone for a flag without a value whose key is `true`), so that the
+/// command line overrides the file and clap checks every value as it checks the flags. Other
+/// command lines are returned as they are. `cli` is the `pantheon` command (clap), whose
+/// flags the keys must name. Errors name the file and the key.
+pub(crate) fn with_config_defaults(
+    args: Vec<std::ffi::OsString>,
+    cli: &clap::Command,
+) -> anyhow::Result<Vec<std::ffi::OsString>> {
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mode = match words.get(1..3) {
+        Some([run, mode]) if run == "run" && (mode == "local" || mode == "remote") => mode,
+        _ => return Ok(args),
+    };
+    let given = &words[3..];
+    let file = given.iter().enumerate().find_map(|(i, w)| {
+        let next = || given.get(i + 1).cloned();
+        match w.as_str() {
+            "--config-file" | "-c" => next(),
+            _ => w.strip_prefix("--config-file=").map(str::to_owned),
+        }
+    });
+    let Some(file) = file else {
+        return Ok(args);
+    };
+    let text =
+        std::fs::read_to_string(&file).with_context(|| format!("read --config-file {file}"))?;
+    let config = Config::from_yaml(&text, &file)?;
+    let sub = cli
+        .find_subcommand("run")
+        .and_then(|r| r.find_subcommand(mode))
+        .context("`pantheon run` has local and remote")?;
+    let mut added: Vec<std::ffi::OsString> = Vec::new();
+    for (key, value) in &config.defaults {
+        if NOT_IN_CONFIG.contains(&key.as_str()) {
+            anyhow::bail!("{file}: `{key}`: the file's `flows` say which schemes run and when");
+        }
+        let Some(arg) = sub.get_arguments().find(|a| a.get_long() == Some(key)) else {
+            anyhow::bail!(
+                "{file}: `{key}` is not a flag of `pantheon run {mode}` (see its --help)"
+            );
+        };
+        let long = format!("--{key}");
+        let on_command_line = given.iter().any(|w| {
+            *w == long
+                || w.starts_with(&format!("{long}="))
+                || arg
+                    .get_short()
+                    .is_some_and(|c| !w.starts_with("--") && w.starts_with(&format!("-{c}")))
+        });
+        if on_command_line {
+            continue;
+        }
+        if matches!(arg.get_action(), clap::ArgAction::SetTrue) {
+            match value.as_str() {
+                "true" => added.push(long.into()),
+                "false" => {}
+                _ => anyhow::bail!("{file}: `{key}` must be true or false, got `{value}`"),
+            }
+        } else {
+            added.push(long.into());
+            added.push(value.into());
+        }
+    }
+    let mut out = args[..3].to_vec();
+    out.extend(added);
+    out.extend_from_slice(&args[3..]);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli() -> clap::Command {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            command: crate::commands::Command,
+        }
+        <Cli as clap::CommandFactory>::command()
+    }
+
+    fn expand(file: &Path, line: &str) -> anyhow::Result<Vec<String>> {
+        let mut args = vec!["pantheon".to_owned()];
+        args.extend(
+            line.split_whitespace()
+                .map(|w| w.replace("FILE", &file.display().to_string())),
+        );
+        let out = with_config_defaults(args.into_iter().map(Into::into).collect(), &cli())?;
+        Ok(out
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect())
+    }
+
+    fn config(text: &str) -> tempfile::NamedTempFile {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), text).unwrap();
+        f
+    }
+
+    #[test]
+    fn config_keys_are_defaults_the_command_line_overrides() {
+        let f = config(
+            "test-name: t\nruntime: 60\nrun_times: 3\nrandom-order: true\n\
+             prepend-mm-cmds: mm-delay 20\nflows: [{scheme: cubic}]\n",
+        );
+        let out = expand(f.path(), "run local -c FILE -t 20 --data-dir d").unwrap();
+        assert_eq!(
+            out[..3].join(" ") + " " + &out[3..9].join("|"),
+            "pantheon run local --prepend-mm-cmds|mm-delay 20|--random-order|--run-times|3|-c"
+        );
+        // The command line's -t stays, the file's runtime is not added.
+        assert!(!out.contains(&"--runtime".to_owned()), "{out:?}");
+        assert!(out.ends_with(&["-t".into(), "20".into(), "--data-dir".into(), "d".into()]));
+        // Other commands, or no config file: unchanged.
+        let same = expand(f.path(), "analyze FILE").unwrap();
+        assert_eq!(same.len(), 3);
+        assert_eq!(
+            expand(f.path(), "run local --schemes cubic").unwrap().len(),
+            5
+        );
+    }
+
+    #[test]
+    fn bad_config_keys_are_named_with_the_file() {
+        for (text, says) in [
+            (
+                "test-name: t\nflows: [{scheme: a}]\nrate: 5\n",
+                "`rate` is not a flag of `pantheon run local`",
+            ),
+            (
+                "test-name: t\nflows: [{scheme: a}]\nschemes: cubic\n",
+                "`schemes`: the file's `flows`",
+            ),
+            (
+                "test-name: t\nflows: [{scheme: a}]\nrandom-order: maybe\n",
+                "must be true or false",
+            ),
+            ("test-name: t\nflows: [{scheme: a, start: x}]\n", "flows[1]"),
+        ] {
+            let f = config(text);
+            let e = expand(f.path(), "run local --config-file FILE").unwrap_err();
+            let e = format!("{e:#}");
+            assert!(e.contains(&f.path().display().to_string()), "{e}");
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        let e = expand(Path::new("/nonexistent.yml"), "run local -c FILE").unwrap_err();
+        assert!(format!("{e:#}").contains("read --config-file /nonexistent.yml"));
+    }
 }

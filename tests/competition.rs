@@ -1,0 +1,168 @@
+//! End-to-end mixed experiments (issue 27): flows of different schemes on one emulated
+//! bottleneck, started at their own times. Needs root, iproute2, iperf3, our LEDBAT program
+//! (`pantheon schemes setup ledbat`) and pdftotext (poppler-utils); CI installs them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn pantheon(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args(args)
+        .output()
+        .expect("run pantheon");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn cubic_bbr_and_ledbat_join_one_bottleneck_at_0_10_and_20_s() {
+    let dir = Dir(std::env::temp_dir().join(format!("pantheon-mix-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let trace = dir.0.join("20mbps.trace");
+    let (code, out) = pantheon(&["trace", "constant", "20", "-o", trace.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let data = dir.0.join("results");
+    // 20 Mbit/s, 40 ms RTT, a one-BDP DropTail queue (100 kB: 66 packets) each way.
+    let (code, out) = pantheon(&[
+        "run",
+        "local",
+        "--mix",
+        "cubic bbr@10 ledbat@20",
+        "--runtime",
+        "30",
+        "--uplink-trace",
+        trace.to_str().unwrap(),
+        "--downlink-trace",
+        trace.to_str().unwrap(),
+        "--prepend-mm-cmds",
+        "mm-delay 20",
+        "--extra-mm-link-args",
+        "--uplink-queue=droptail --uplink-queue-args=packets=66 \
+         --downlink-queue=droptail --downlink-queue-args=packets=66",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+
+    // The flows and their schemes are in the metadata; the run is filed under the mix's name.
+    let meta = read_json(&data.join("pantheon_metadata.json"));
+    assert_eq!(meta["cc_schemes"], serde_json::json!(["cubic-bbr-ledbat"]));
+    assert_eq!(meta["flows"], 3);
+    let schemes: Vec<&str> = meta["mix"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["scheme"].as_str().unwrap())
+        .collect();
+    assert_eq!(schemes, ["cubic", "bbr", "ledbat"]);
+
+    // Each flow's scheme, start (from the logs, within 10 ms of the asked time) and metrics.
+    let perf = read_json(&data.join("pantheon_perf.json"));
+    let run = &perf["cubic-bbr-ledbat"]["1"];
+    for (flow, scheme, start) in [
+        ("1", "cubic", 0.0),
+        ("2", "bbr", 10.0),
+        ("3", "ledbat", 20.0),
+    ] {
+        let f = &run[flow];
+        assert_eq!(f["scheme"], scheme, "{run}");
+        assert_eq!(f["start"], start, "{run}");
+        let measured = f["measured_start"].as_f64().unwrap();
+        assert!(
+            (measured - start).abs() < 0.010,
+            "flow {flow} ({scheme}) started at {measured} s, asked {start} s"
+        );
+        let tput = f["tput"].as_f64().unwrap();
+        assert!(tput > 0.5 && tput < 20.5, "flow {flow}: {tput} Mbit/s");
+        assert!(f["delay"].as_f64().unwrap() >= 20.0, "{f}");
+    }
+    // Together they fill the link; Jain's index over the 10 s all three shared it.
+    let total = run["all"]["tput"].as_f64().unwrap();
+    assert!(total > 17.0, "total {total} Mbit/s");
+    let c = &run["competition"];
+    let jain = c["jain"].as_f64().unwrap();
+    assert!((1.0 / 3.0..=1.0).contains(&jain), "{c}");
+    let active = c["all_active"].as_array().unwrap();
+    let (from, to) = (active[0].as_f64().unwrap(), active[1].as_f64().unwrap());
+    assert!((20.0..21.0).contains(&from) && to > 29.0, "{c}");
+    assert!(c["jain_per_s"].as_array().unwrap().len() >= 8, "{c}");
+
+    // The summary, the HTML and the PDF report have the competition table and plot.
+    let md = std::fs::read_to_string(data.join("pantheon_summary.md")).unwrap();
+    assert!(
+        md.contains("## Competition: cubic-bbr-ledbat run 1"),
+        "{md}"
+    );
+    assert!(md.contains("| 3 | LEDBAT |"), "{md}");
+    assert!(data.join("cubic-bbr-ledbat_competition_run1.png").is_file());
+    let html = std::fs::read_to_string(data.join("pantheon_report.html")).unwrap();
+    assert!(
+        html.contains("Run 1: Competition"),
+        "no competition section"
+    );
+    assert!(html.contains("<td>TCP BBR</td><td>10.0</td>"), "no bbr row");
+    assert!(html.contains("alt=\"per-flow throughput and delay over time\" src=\"data:image/png"));
+    let text = Command::new("pdftotext")
+        .arg(data.join("pantheon_report.pdf"))
+        .arg("-")
+        .output()
+        .expect("pdftotext (poppler-utils)");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Run 1: Competition"), "{text}");
+    assert!(text.contains("Jain"), "{text}");
+}
+
+#[test]
+fn bad_mixes_and_config_files_are_refused_before_anything_runs() {
+    let dir = std::env::temp_dir().join(format!("pantheon-mix-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("results");
+    let yml = dir.join("exp.yml");
+    std::fs::write(
+        &yml,
+        "test-name: t\nflows:\n  - scheme: cubic\n  - {scheme: bbr, start: soon}\n",
+    )
+    .unwrap();
+    let data_s = data.to_str().unwrap();
+    for (args, says) in [
+        (vec!["--mix", "cubic bbr@x"], "--mix: `bbr@x`: START"),
+        (vec!["--mix", "cubic nosuch@5"], "nosuch"),
+        (
+            vec!["--mix", "cubic ledbat@20-40", "--runtime", "30"],
+            "flow 2 (ledbat@20-40)",
+        ),
+        (vec!["--config-file", yml.to_str().unwrap()], "flows[2]"),
+        (
+            vec!["--mix", "cubic", "--flows", "2"],
+            "cannot be used with",
+        ),
+    ] {
+        let mut all = vec!["run", "local", "--data-dir", data_s];
+        all.extend(args.iter().copied());
+        let (code, out) = pantheon(&all);
+        assert_eq!(code, 2, "{args:?}: {out}");
+        assert!(out.contains(says), "{args:?}: {out}");
+        assert!(!data.exists(), "{args:?} created {}", data.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
