@@ -479,6 +479,32 @@ fn legend<'a, DB: DrawingBackend + 'a>(
         .draw()
 }
 
+/// A chart of a quantity over a run's time (s, from 0 to `t_max`) on `area`: `caption` above,
+/// `y` the value range, `y_desc` its axis label; mesh drawn.
+fn time_chart<'a, DB: DrawingBackend + 'a>(
+    area: &'a Area<DB>,
+    caption: &str,
+    t_max: f64,
+    y: std::ops::Range<f64>,
+    y_desc: &str,
+) -> Result<Chart<'a, DB>, String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_max, y)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("Time (s)")
+        .y_desc(y_desc)
+        .draw()
+        .map_err(e)?;
+    Ok(chart)
+}
+
 /// Pantheon's flow colors, in order (matplotlib's `b g r y c m`).
 const FLOW_COLORS: [RGBColor; 6] = [
     RGBColor(0, 0, 255),
@@ -516,19 +542,7 @@ fn draw_throughput<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Resul
         Some(c) => format!("Average capacity {c:.2} Mbit/s (shaded region)"),
         None => String::new(),
     };
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(20)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_max, 0.0..y_max)
-        .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_desc("Time (s)")
-        .y_desc("Throughput (Mbit/s)")
-        .draw()
-        .map_err(e)?;
+    let mut chart = time_chart(&root, &title, t_max, 0.0..y_max, "Throughput (Mbit/s)")?;
     if let Some(cap) = &ts.capacity {
         let linen = RGBColor(250, 240, 230);
         chart
@@ -594,10 +608,29 @@ pub fn delay_plot(path: &Path, ts: &TimeSeries) -> Result<(), PlotError> {
 }
 
 fn draw_delay<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Result<(), String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let flows: Vec<u32> = ts.flows.keys().copied().collect();
+    delay_panel(&root, ts, "", MAX_DELAY_POINTS, &|flow| {
+        let k = flows.iter().position(|f| *f == flow)?;
+        Some((FLOW_COLORS[k % FLOW_COLORS.len()], format!("Flow {flow}")))
+    })?;
+    root.present().map_err(|e| e.to_string())
+}
+
+/// Each flow's per-packet one-way delay against time on `area`, as dots of the colour and with
+/// the label `style` gives the flow id (flows it gives none are left out), the label followed
+/// by the flow's 95th percentile; above `max_points` packets every k-th is drawn and the caption
+/// (after `title`) says so.
+fn delay_panel<DB: DrawingBackend>(
+    area: &Area<DB>,
+    ts: &TimeSeries,
+    title: &str,
+    max_points: usize,
+    style: &dyn Fn(u32) -> Option<(RGBColor, String)>,
+) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    root.fill(&WHITE).map_err(e)?;
     let total: usize = ts.flows.values().map(|f| f.delays.len()).sum();
-    let stride = total.div_ceil(MAX_DELAY_POINTS).max(1);
+    let stride = total.div_ceil(max_points).max(1);
     let pts = || ts.flows.values().flat_map(|f| f.delays.iter());
     let t_max = pts().map(|p| p.0).fold(1.0f64, f64::max).ceil();
     let (d_min, d_max) = pts().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
@@ -608,29 +641,25 @@ fn draw_delay<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Result<(),
     } else {
         (d_min.min(0.0), d_max.max(1e-3) * 1.05)
     };
-    let caption = if stride > 1 {
-        format!("every {stride}th of {total} packets shown")
-    } else {
-        String::new()
+    let caption = match (title, stride > 1) {
+        (t, true) if t.is_empty() => format!("every {stride}th of {total} packets shown"),
+        (t, true) => format!("{t} (every {stride}th of {total} packets shown)"),
+        (t, false) => t.to_owned(),
     };
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 16))
-        .margin(20)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_max, d_min..d_max)
-        .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_desc("Time (s)")
-        .y_desc("Per-packet one-way delay (ms)")
-        .draw()
-        .map_err(e)?;
-    for (k, (flow, f)) in ts.flows.iter().enumerate() {
-        let color = FLOW_COLORS[k % FLOW_COLORS.len()];
+    let mut chart = time_chart(
+        area,
+        &caption,
+        t_max,
+        d_min..d_max,
+        "Per-packet one-way delay (ms)",
+    )?;
+    for (flow, f) in &ts.flows {
+        let Some((color, label)) = style(*flow) else {
+            continue;
+        };
         let label = match f.p95_delay_ms {
-            Some(p) => format!("Flow {flow} (95th percentile {p:.2} ms)"),
-            None => format!("Flow {flow}"),
+            Some(p) => format!("{label} (95th percentile {p:.2} ms)"),
+            None => label,
         };
         chart
             .draw_series(
@@ -643,8 +672,7 @@ fn draw_delay<DB: DrawingBackend>(root: Area<DB>, ts: &TimeSeries) -> Result<(),
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
     }
-    legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
-    root.present().map_err(e)
+    legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)
 }
 
 /// How a flow is drawn in a competition plot: one colour per scheme, and flows of one scheme
@@ -692,22 +720,13 @@ fn draw_competition<DB: DrawingBackend>(
         .fold(0.0f64, |m, v| m.max(*v))
         .max(1e-3)
         * 1.15;
-    let mut chart = ChartBuilder::on(&top)
-        .caption(
-            format!("Throughput of each flow ({bin_s} s bins)"),
-            ("sans-serif", 18),
-        )
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_max, 0.0..y_max)
-        .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_desc("Time (s)")
-        .y_desc("Throughput (Mbit/s)")
-        .draw()
-        .map_err(e)?;
+    let mut chart = time_chart(
+        &top,
+        &format!("Throughput of each flow ({bin_s} s bins)"),
+        t_max,
+        0.0..y_max,
+        "Throughput (Mbit/s)",
+    )?;
     for (flow, f) in &ts.flows {
         let Some(st) = style_of(*flow) else { continue };
         let color = color_rgb(&st.color);
@@ -749,46 +768,13 @@ fn draw_competition<DB: DrawingBackend>(
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
 
-    let total: usize = ts.flows.values().map(|f| f.delays.len()).sum();
-    let stride = total.div_ceil(MAX_DELAY_POINTS / 4).max(1);
-    let d_max = ts
-        .flows
-        .values()
-        .flat_map(|f| f.delays.iter().map(|p| p.1))
-        .fold(1e-3f64, f64::max)
-        * 1.05;
-    let mut chart = ChartBuilder::on(&bottom)
-        .caption("One-way delay of each flow's packets", ("sans-serif", 18))
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_max, 0.0..d_max)
-        .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_desc("Time (s)")
-        .y_desc("One-way delay (ms)")
-        .draw()
-        .map_err(e)?;
-    for (flow, f) in &ts.flows {
-        let Some(st) = style_of(*flow) else { continue };
-        let color = color_rgb(&st.color);
-        let label = match f.p95_delay_ms {
-            Some(p) => format!("{} (95th percentile {p:.2} ms)", st.label),
-            None => st.label.clone(),
-        };
-        chart
-            .draw_series(
-                f.delays
-                    .iter()
-                    .step_by(stride)
-                    .map(|&p| Circle::new(p, 1, color.filled())),
-            )
-            .map_err(e)?
-            .label(label)
-            .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
-    }
-    legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
+    delay_panel(
+        &bottom,
+        ts,
+        "One-way delay of each flow's packets",
+        MAX_DELAY_POINTS / 4,
+        &|flow| style_of(flow).map(|st| (color_rgb(&st.color), st.label.clone())),
+    )?;
     root.present().map_err(e)
 }
 

@@ -12,12 +12,13 @@ use analyzer::competition::Sharing;
 use analyzer::ingest::ClockOffsets;
 use analyzer::report::{self, SchemePoints};
 use analyzer::results::{FlowSpec, Metadata, Mix, Mode};
+use analyzer::stats::SchemeRuns;
 use analyzer::RunStats;
-use anyhow::Context;
+use anyhow::{bail, Context};
 use serde_json::{json, Value};
 
 use crate::plan::write_json;
-use crate::runner::{RunOutcome, RunRecord};
+use crate::record::{RunOutcome, RunRecord};
 use crate::schemes::Registry;
 
 /// A run as the analysis sees it.
@@ -185,11 +186,54 @@ struct Solo {
     p95_delay_ms: Option<f64>,
 }
 
+/// Per-scheme run totals of results directory `dir` (analysed first if it has no
+/// `pantheon_perf.json`): `{scheme: {run: {"all": {"tput", "delay", "loss"}}}}`, loss a
+/// fraction as Pantheon writes it, converted to percent here. Errors name the file.
+pub fn perf_runs(dir: &Path, registry: &Registry) -> anyhow::Result<BTreeMap<String, SchemeRuns>> {
+    let perf_path = dir.join("pantheon_perf.json");
+    if !perf_path.exists() {
+        if !dir.join("pantheon_metadata.json").exists() {
+            bail!(
+                "{}: neither pantheon_perf.json nor pantheon_metadata.json: not a results \
+                 directory",
+                dir.display()
+            );
+        }
+        analyze_dir(dir, registry).with_context(|| format!("analyse {}", dir.display()))?;
+    }
+    let perf: Value = serde_json::from_str(
+        &std::fs::read_to_string(&perf_path)
+            .with_context(|| format!("read {}", perf_path.display()))?,
+    )
+    .with_context(|| format!("parse {}", perf_path.display()))?;
+    let Some(schemes) = perf.as_object() else {
+        bail!("{}: not a JSON object of schemes", perf_path.display());
+    };
+    let mut out = BTreeMap::new();
+    for (scheme, runs) in schemes {
+        let mut r = SchemeRuns::default();
+        for run in runs.as_object().into_iter().flat_map(|m| m.values()) {
+            let all = &run["all"];
+            if let (Some(t), Some(d), Some(l)) = (
+                all["tput"].as_f64(),
+                all["delay"].as_f64(),
+                all["loss"].as_f64(),
+            ) {
+                r.tput_mbps.push(t);
+                r.delay_ms.push(d);
+                r.loss_pct.push(l * 100.0);
+            }
+        }
+        out.insert(scheme.clone(), r);
+    }
+    Ok(out)
+}
+
 /// The solo figures of each scheme in results directory `dir` (analysed first if need be):
 /// medians of its runs' totals.
 fn load_baseline(dir: &Path, registry: &Registry) -> anyhow::Result<BTreeMap<String, Solo>> {
-    let runs = crate::compare::load_runs(dir, registry)
-        .with_context(|| format!("the solo baseline {}", dir.display()))?;
+    let runs =
+        perf_runs(dir, registry).with_context(|| format!("the solo baseline {}", dir.display()))?;
     Ok(runs
         .into_iter()
         .filter_map(|(scheme, r)| {

@@ -38,7 +38,8 @@ use serde_json::json;
 
 use crate::compare::{load_runs, load_table, table_runs};
 use crate::plan::{write_constant_trace, write_json, ExperimentPlan};
-use crate::runner::{run_scheme_once, RunOutcome, INTERRUPTED};
+use crate::record::{RunOutcome, INTERRUPTED};
+use crate::runner::run_scheme_once;
 use crate::schemes::Registry;
 
 /// What the emulator must reproduce.

@@ -12,7 +12,8 @@ use emucal::emulator::Emulator;
 use emucal::mm::{LinkShell, Shell};
 
 use crate::plan::{write_constant_trace, ExperimentPlan};
-use crate::runner::{loopback_run, run_scheme_once, RunOutcome};
+use crate::record::RunOutcome;
+use crate::runner::{loopback_run, run_scheme_once};
 use crate::schemes::{Registry, Scheme, SystemInfo};
 
 /// Least average throughput, Mbit/s, that counts as "the scheme sends" over the 10 Mbit/s path.

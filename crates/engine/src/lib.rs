@@ -16,6 +16,7 @@
 //!   Pantheon's YAML config file.
 //! - [`plan`]: command-line flags → a validated [`plan::ExperimentPlan`] →
 //!   `pantheon_metadata.json`.
+//! - [`record`]: how each run ended (`pantheon_runs.json`), and Ctrl-C.
 //! - [`runner`]: one run of one scheme through the tunnel and the emulator, with cleanup on
 //!   every exit path.
 //! - [`sequence`]: the order of a run's steps (first sides, setup, second sides, runtime), one
@@ -36,6 +37,7 @@ pub mod clean;
 pub mod compare;
 pub mod mix;
 pub mod plan;
+pub mod record;
 pub mod runner;
 pub mod schemes;
 pub mod sequence;

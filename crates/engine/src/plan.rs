@@ -14,7 +14,6 @@ use serde_json::json;
 
 use crate::mix::{check_runtime, Mix};
 use crate::schemes::Registry;
-use crate::sequence::{flows_of, RunFlow};
 
 /// Everything a local experiment needs, checked before anything starts.
 #[derive(Debug, Clone)]
@@ -130,31 +129,6 @@ impl ExperimentPlan {
             );
         }
         Ok(())
-    }
-
-    /// The flows of a run filed under `name`: the mix's if `name` is the mix's, else
-    /// Pantheon's `flows` flows of scheme `name`, `interval` apart ([`flows_of`]). Errors if
-    /// a scheme is not in `registry`.
-    pub fn run_flows<'r>(
-        &self,
-        name: &str,
-        registry: &'r Registry,
-    ) -> anyhow::Result<Vec<RunFlow<'r>>> {
-        let secs = |s: f64| Duration::try_from_secs_f64(s).context("a flow's start or stop");
-        match &self.mix {
-            Some(mix) if mix.name == name => mix
-                .flows
-                .iter()
-                .map(|f| {
-                    Ok(RunFlow {
-                        scheme: registry.get(&f.scheme)?,
-                        start: secs(f.start)?,
-                        stop: f.stop.map(secs).transpose()?,
-                    })
-                })
-                .collect(),
-            _ => Ok(flows_of(self, registry.get(name)?)),
-        }
     }
 
     /// Checks `--baseline DIR` (solo runs of the mix's schemes over the same path): this plan

@@ -22,143 +22,25 @@ use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use emucal::mm::EmulatedPath;
 use emucal::runtime::{RunningEmulator, OUTER_ADDR};
 use netns::NetNs;
-use serde::{Deserialize, Serialize};
 use tunnel::io::{EndpointConfig, RunningEndpoint};
 use tunnel::log::{LogFormat, Role};
 
 use crate::plan::ExperimentPlan;
+pub use crate::record::{RunOutcome, RunRecord, INTERRUPTED, RUNS_FILE};
 use crate::schemes::{Scheme, Side};
 use crate::sequence::{flows_of, run_sequence, RunFlow, Sides, SCHEME_PORT};
-
-/// Set by the Ctrl-C / SIGTERM handler: the runner finishes the current run's cleanup and stops.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// The receiver side's tunnel address (pantheon-tunnel's server "private" address).
 pub const SERVER_PRIVATE: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 3);
 /// The sender side's tunnel address.
 pub const CLIENT_PRIVATE: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 4);
-
-/// How a run ended.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(tag = "status", rename_all = "lowercase")]
-pub enum RunOutcome {
-    /// Ran for the whole runtime.
-    Ok,
-    /// The scheme or the harness failed; the reason says which and why.
-    Failed {
-        /// What went wrong.
-        reason: String,
-    },
-    /// Stopped by Ctrl-C / SIGTERM.
-    Interrupted,
-}
-
-/// The record of one run, one element of `pantheon_runs.json` (ours: Pantheon keeps no such
-/// file): `{"scheme", "run_id", "status": "ok"|"failed"|"interrupted", "reason" (failed),
-/// "start", "end", "notes", "emulator_drops": [uplink, downlink]}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunRecord {
-    /// Scheme name.
-    pub scheme: String,
-    /// Run id (1-based, as Pantheon).
-    pub run_id: u32,
-    /// How it ended.
-    #[serde(flatten)]
-    pub outcome: RunOutcome,
-    /// UTC time the second side started.
-    pub start: Option<String>,
-    /// UTC time the run's traffic was stopped.
-    pub end: Option<String>,
-    /// Remarks (qdisc used, drain result…).
-    #[serde(default)]
-    pub notes: Vec<String>,
-    /// Packets dropped inside the emulator: (uplink, downlink).
-    #[serde(default)]
-    pub emulator_drops: (u64, u64),
-}
-
-pub use analyzer::results::RUNS_FILE;
-
-impl RunRecord {
-    /// A run of `scheme` that has not started yet (outcome `Ok` until told otherwise).
-    pub fn new(scheme: &str, run_id: u32) -> RunRecord {
-        RunRecord {
-            scheme: scheme.to_owned(),
-            run_id,
-            outcome: RunOutcome::Ok,
-            start: None,
-            end: None,
-            notes: Vec::new(),
-            emulator_drops: (0, 0),
-        }
-    }
-
-    /// The records in `dir/pantheon_runs.json`; none if there is no such file. Errors if the
-    /// file cannot be read or parsed (naming it, with serde's line and column).
-    pub fn read_all(dir: &Path) -> anyhow::Result<Vec<RunRecord>> {
-        let path = dir.join(RUNS_FILE);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e).with_context(|| format!("read {}", path.display())),
-        }
-    }
-
-    /// Adds this record to `dir/pantheon_runs.json`, replacing the record of the same scheme
-    /// and run id (an earlier attempt) and keeping every other. Errors, writing nothing, if the
-    /// file exists but cannot be parsed: records are never dropped silently.
-    pub fn append_to(&self, dir: &Path) -> anyhow::Result<()> {
-        let mut all = RunRecord::read_all(dir)?;
-        all.retain(|r| !(r.scheme == self.scheme && r.run_id == self.run_id));
-        all.push(self.clone());
-        Ok(crate::plan::write_json(
-            &dir.join(RUNS_FILE),
-            &serde_json::to_value(&all)?,
-        )?)
-    }
-
-    /// Records how the run ended (`Err`: failed, or interrupted after Ctrl-C) and writes the
-    /// head of Pantheon's `<scheme>_stats_run<N>.log` in `dir`: `Start at:`, `End at:` and the
-    /// `extra` lines (e.g. `Local clock offset: X ms`); analysis appends the statistics.
-    pub fn finish(&mut self, result: anyhow::Result<()>, dir: &Path, extra: &[String]) {
-        if let Err(e) = result {
-            self.outcome = if INTERRUPTED.load(Ordering::SeqCst) {
-                RunOutcome::Interrupted
-            } else {
-                RunOutcome::Failed {
-                    reason: format!("{e:#}"),
-                }
-            };
-        }
-        let mut head = String::new();
-        if let Some(s) = &self.start {
-            head.push_str(&format!("Start at: {s}\n"));
-        }
-        if let Some(e) = &self.end {
-            head.push_str(&format!("End at: {e}\n"));
-        }
-        for l in extra {
-            head.push_str(&format!("{l}\n"));
-        }
-        let stats_log = dir.join(format!("{}_stats_run{}.log", self.scheme, self.run_id));
-        if let Err(e) = std::fs::write(&stats_log, head) {
-            if self.outcome == RunOutcome::Ok {
-                self.outcome = RunOutcome::Failed {
-                    reason: format!("write {}: {e}", stats_log.display()),
-                };
-            }
-        }
-    }
-}
 
 /// A scheme process: its own process group, ended on drop.
 pub struct SchemeProcess {
@@ -798,43 +680,4 @@ fn check_processes(res: &mut RunResources) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_records_are_added_or_replaced_and_never_dropped() {
-        let dir = std::env::temp_dir().join(format!("pt-runs-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        assert!(RunRecord::read_all(&dir).unwrap().is_empty());
-        let mut first = RunRecord::new("cubic", 1);
-        first.outcome = RunOutcome::Failed {
-            reason: "sender exited early".into(),
-        };
-        first.append_to(&dir).unwrap();
-        RunRecord::new("bbr", 1).append_to(&dir).unwrap();
-        // The same run again (a retry) replaces its record, keeps the other.
-        let mut retry = RunRecord::new("cubic", 1);
-        retry.notes.push("fq qdisc installed".into());
-        retry.append_to(&dir).unwrap();
-        let all = RunRecord::read_all(&dir).unwrap();
-        assert_eq!(all.len(), 2);
-        let cubic = all.iter().find(|r| r.scheme == "cubic").unwrap();
-        assert_eq!(cubic.outcome, RunOutcome::Ok);
-        assert_eq!(cubic.notes, ["fq qdisc installed"]);
-        // The file keeps Pantheon-style keys: `status`, `reason` beside the rest.
-        let text = std::fs::read_to_string(dir.join(RUNS_FILE)).unwrap();
-        assert!(text.contains("\"status\": \"ok\""), "{text}");
-        // A file that cannot be read as records is an error, and is left as it was.
-        std::fs::write(dir.join(RUNS_FILE), "[{\"scheme\": ").unwrap();
-        let e = RunRecord::new("vegas", 1).append_to(&dir).unwrap_err();
-        assert!(format!("{e:#}").contains("pantheon_runs.json"), "{e:#}");
-        assert_eq!(
-            std::fs::read_to_string(dir.join(RUNS_FILE)).unwrap(),
-            "[{\"scheme\": "
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

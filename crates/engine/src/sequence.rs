@@ -19,9 +19,11 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+
 use crate::plan::{utc_now, ExperimentPlan};
-use crate::runner::RunRecord;
-use crate::schemes::{Scheme, Side};
+use crate::record::RunRecord;
+use crate::schemes::{Registry, Scheme, Side};
 
 /// The port schemes use inside the tunnel, local and remote runs alike.
 pub const SCHEME_PORT: u16 = 50_000;
@@ -47,6 +49,31 @@ pub fn flows_of<'a>(plan: &ExperimentPlan, scheme: &'a Scheme) -> Vec<RunFlow<'a
             stop: None,
         })
         .collect()
+}
+
+/// The flows of a run of `plan` filed under `name`: the mix's if `name` is the mix's, else
+/// Pantheon's `flows` flows of scheme `name`, `interval` apart ([`flows_of`]). Errors if
+/// a scheme is not in `registry`.
+pub fn run_flows<'r>(
+    plan: &ExperimentPlan,
+    name: &str,
+    registry: &'r Registry,
+) -> anyhow::Result<Vec<RunFlow<'r>>> {
+    let secs = |s: f64| Duration::try_from_secs_f64(s).context("a flow's start or stop");
+    match &plan.mix {
+        Some(mix) if mix.name == name => mix
+            .flows
+            .iter()
+            .map(|f| {
+                Ok(RunFlow {
+                    scheme: registry.get(&f.scheme)?,
+                    start: secs(f.start)?,
+                    stop: f.stop.map(secs).transpose()?,
+                })
+            })
+            .collect(),
+        _ => Ok(flows_of(plan, registry.get(name)?)),
+    }
 }
 
 /// Where a run's sides run.

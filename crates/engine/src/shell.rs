@@ -43,7 +43,7 @@ use emucal::mm::{parse_chain, Chain, EmulatedPath, SHELL_NAMES};
 use emucal::runtime::{Devices, RunningEmulator};
 use netns::NetNs;
 
-use crate::runner::INTERRUPTED;
+use crate::record::INTERRUPTED;
 
 /// Which program emulates the path.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -113,7 +113,12 @@ fn drop_in_for_mm_tunnelserver_and_mm_tunnelclient() {
     let (port, client_private, server_private) = (words[2], words[3], words[4]);
     assert!(client_private.starts_with("100.64.0.") && server_private.starts_with("100.64.0."));
 
-    // Options after the positionals, as Pantheon appends them.
+    // Options after the positionals, as Pantheon appends them. The server's iperf3 starts
+    // with its tunnel and may not listen yet when the client's tunnel is up (Pantheon waits
+    // its first side's setup time): the client tries again until it is refused no more.
+    let iperf3_client = format!(
+        "for i in $(seq 50); do iperf3 -c {server_private} -t 2 && exit 0; sleep 0.2; done; exit 1"
+    );
     let (mut client, client_out) = spawn(
         &client_bin,
         &[
@@ -123,11 +128,9 @@ fn drop_in_for_mm_tunnelserver_and_mm_tunnelclient() {
             server_private,
             &format!("--ingress-log={}", p("c.ingress")),
             &format!("--egress-log={}", p("c.egress")),
-            "iperf3",
+            "sh",
             "-c",
-            server_private,
-            "-t",
-            "2",
+            &iperf3_client,
         ],
     );
     line_with(
@@ -143,7 +146,7 @@ fn drop_in_for_mm_tunnelserver_and_mm_tunnelclient() {
     let (client_header, sent) = text_records(&dir.join("c.egress"));
     let prefix = format!(
         "# '{}' '--ingress-log={}' '--egress-log={}' '127.0.0.1' '{port}' '{client_private}' \
-         '{server_private}' 'iperf3' '-c' '{server_private}' '-t' '2' egress: ",
+         '{server_private}' 'sh' '-c' '{iperf3_client}' egress: ",
         client_bin.display(),
         p("c.ingress"),
         p("c.egress"),

@@ -90,33 +90,43 @@ pub fn html(r: &Report) -> String {
             img(&run.delay_png, "one-way delay over time")
         );
         if let Some(c) = &run.competition {
-            let cells = |row: &[String], tag: &str| -> String {
-                row.iter()
-                    .map(|c| format!("<{tag}>{}</{tag}>", escape(c)))
-                    .collect()
-            };
-            let _ = write!(
-                w,
-                "<section><h3>Run {}: Competition — {label}</h3><table><tr>{}</tr>",
-                run.run_id,
-                cells(&c.header, "th")
-            );
-            for row in &c.rows {
-                let _ = write!(w, "<tr>{}</tr>", cells(row, "td"));
-            }
-            let _ = write!(w, "</table>");
-            for n in &c.notes {
-                let _ = write!(w, "<p>{}</p>", escape(n));
-            }
-            let _ = writeln!(
-                w,
-                "{}</section>",
-                img(&c.plot_png, "per-flow throughput and delay over time")
-            );
+            competition_section(w, run.run_id, &label, c, &img(&c.plot_png, PLOT_ALT));
         }
     }
     let _ = writeln!(w, "</body></html>");
     h
+}
+
+/// Alternative text of the competition plot.
+const PLOT_ALT: &str = "per-flow throughput and delay over time";
+
+/// A mixed run's competition: its table, the lines on the run, and `plot` (the image tag);
+/// `label` is the run's label, already escaped.
+fn competition_section(
+    w: &mut String,
+    run_id: u32,
+    label: &str,
+    c: &crate::document::CompetitionSection,
+    plot: &str,
+) {
+    let cells = |row: &[String], tag: &str| -> String {
+        row.iter()
+            .map(|c| format!("<{tag}>{}</{tag}>", escape(c)))
+            .collect()
+    };
+    let _ = write!(
+        w,
+        "<section><h3>Run {run_id}: Competition — {label}</h3><table><tr>{}</tr>",
+        cells(&c.header, "th")
+    );
+    for row in &c.rows {
+        let _ = write!(w, "<tr>{}</tr>", cells(row, "td"));
+    }
+    let _ = write!(w, "</table>");
+    for n in &c.notes {
+        let _ = write!(w, "<p>{}</p>", escape(n));
+    }
+    let _ = writeln!(w, "{plot}</section>");
 }
 
 /// The table of per-flow means over valid runs, one column per flow and metric.

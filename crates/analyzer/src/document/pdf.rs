@@ -190,34 +190,46 @@ pub fn pdf(r: &Report) -> Result<Vec<u8>, String> {
             }
         }
         if let Some(c) = &run.competition {
-            w.new_page();
-            w.text(
-                &format!("Run {}: Competition — {}", run.run_id, run.label),
-                14.0,
-            );
-            // Columns spread over the text width.
-            let step = (PAGE_W - 2.0 * MARGIN) / c.header.len().max(1) as f32;
-            let row = |cells: &[String]| -> Vec<(f32, String)> {
-                cells
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| (i as f32 * step, t.clone()))
-                    .collect()
-            };
-            w.row(&row(&c.header), 8.0);
-            for r in &c.rows {
-                w.row(&row(r), 8.0);
-            }
-            for n in &c.notes {
-                w.text(n, 9.0);
-            }
-            match &c.plot_png {
-                Some(bytes) => w.png(bytes)?,
-                None => w.text("Figure is missing.", 10.0),
-            }
+            competition_page(&mut w, run, c)?;
         }
     }
     w.doc.save_to_bytes().map_err(|e| e.to_string())
+}
+
+/// A mixed run's competition: its table, the lines on the run and its plot, on a new page.
+fn competition_page(
+    w: &mut Writer,
+    run: &crate::document::RunSection,
+    c: &crate::document::CompetitionSection,
+) -> Result<(), String> {
+    w.new_page();
+    w.text(
+        &format!("Run {}: Competition — {}", run.run_id, run.label),
+        14.0,
+    );
+    // Columns spread over the text width.
+    let step = (PAGE_W - 2.0 * MARGIN) / c.header.len().max(1) as f32;
+    let row = |cells: &[String]| -> Vec<(f32, String)> {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i as f32 * step, t.clone()))
+            .collect()
+    };
+    w.row(&row(&c.header), 8.0);
+    for r in &c.rows {
+        w.row(&row(r), 8.0);
+    }
+    for n in &c.notes {
+        w.text(n, 9.0);
+    }
+    match &c.plot_png {
+        Some(bytes) => w.png(bytes),
+        None => {
+            w.text("Figure is missing.", 10.0);
+            Ok(())
+        }
+    }
 }
 
 #[cfg(test)]

@@ -450,7 +450,7 @@ fn run_experiment(
     let mut failed = Vec::new();
     'runs: for run_id in plan.start_run_id..plan.start_run_id.saturating_add(plan.run_times) {
         for name in &plan.schemes {
-            let flows = plan.run_flows(name, registry)?;
+            let flows = engine::sequence::run_flows(plan, name, registry)?;
             bar.set_message(format!("{name} run {run_id} ({}/{total})", seq + 1));
             let tag = format!("{prefix}-{seq}");
             let base = (seq * 1000) as u64;
