@@ -5,7 +5,7 @@
 //! questions researchers ask first of a new scheme — is it fair to itself, is it friendly to
 //! Cubic, does a scavenger yield — can be asked. Two ways to write one:
 //!
-//! - the short form of `--mix`, parsed by [`Mix::parse_short`]: flows separated by spaces, each
+//! - the short form of `--mix`, parsed by [`parse_short`]: flows separated by spaces, each
 //!   `SCHEME[@START[-STOP]][+DELAY]` — `"cubic bbr@10 ledbat@20-40 cubic+60"` is cubic from
 //!   the start, bbr from 10 s, ledbat from 20 s to 40 s, and a second cubic with 60 ms of
 //!   extra one-way delay. START and STOP are seconds after the run starts (Pantheon's
@@ -15,7 +15,9 @@
 //!   keys `start`, `stop`, `delay`, and any other key as the default of the flag of that name
 //!   (`runtime: 60`, `run-times: 3`, `uplink-trace: …`), the command line overriding it.
 //!
-//! Both are checked in full before anything runs: errors name the token or the key.
+//! Both are checked in full before anything runs: errors name the token or the key. The runner
+//! does not add a per-flow delay yet: a plan with one is refused
+//! ([`crate::plan::ExperimentPlan::check`]) before anything starts.
 
 use std::collections::BTreeMap;
 
