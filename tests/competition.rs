@@ -2,10 +2,11 @@
 //! bottleneck, started at their own times. Needs root, iproute2, iperf3, our LEDBAT program
 //! (`pantheon schemes setup ledbat`) and pdftotext (poppler-utils); CI installs them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-use serde_json::Value;
+mod common;
+use common::{read_json, text};
 
 struct Dir(PathBuf);
 
@@ -15,21 +16,13 @@ impl Drop for Dir {
     }
 }
 
-fn read_json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
+/// `pantheon args…`: its exit status and output.
 fn pantheon(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
         .args(args)
         .output()
         .expect("run pantheon");
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    (out.status.code().unwrap_or(-1), text(&out))
 }
 
 #[test]
