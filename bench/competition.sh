@@ -6,7 +6,10 @@
 #
 # Path: 20 Mbit/s both ways, 40 ms RTT (mm-delay 20), DropTail queues of 1 BDP (66 packets of
 # 1500 B) unless said otherwise.
-#   1. two Cubic flows, equal RTT: Jain's index over the last 30 s (expected ≥ 0.9)
+# CASES (space-separated) runs only some cases, e.g. CASES="cubic-cubic-rtt".
+#   1. two Cubic flows, equal RTT: Jain's index over the last 30 s (expected ≥ 0.9); then the
+#      same with the second flow given 60 ms of extra one-way delay (`cubic+60`: RTT 160 ms
+#      against 40 ms): the shorter-RTT flow gets more (RTT unfairness)
 #   2. BBR vs Cubic with 0.5-BDP (33 packets) and 16-BDP (1066 packets) buffers: each one's
 #      share (BBR dominates shallow buffers and loses ground in deep ones: Ware et al., IMC 2019)
 #   3. LEDBAT vs Cubic, both from the start: Cubic's throughput ratio (competing ÷ alone, from
@@ -21,9 +24,11 @@ out=$(mktemp -d /tmp/pantheon-competition.XXXXXX)
 trace=$out/20mbps.trace
 "$pantheon" trace constant 20 -o "$trace" >/dev/null
 queue() { echo "--uplink-queue=droptail --uplink-queue-args=packets=$1 --downlink-queue=droptail --downlink-queue-args=packets=$1"; }
+cases=${CASES:-cubic-cubic cubic-cubic-rtt bbr-cubic-shallow bbr-cubic-deep solo cubic-ledbat}
 run() { # run DIR QUEUE_PACKETS ARGS…
   local dir=$1 packets=$2
   shift 2
+  [[ " $cases " == *" $dir "* ]] || return 0
   echo ">> $dir: $* (queue $packets packets)" >&2
   "$pantheon" run local --runtime "$runtime" --run-times "$runs" --seed 1 \
     --uplink-trace "$trace" --downlink-trace "$trace" --prepend-mm-cmds "mm-delay 20" \
@@ -31,15 +36,17 @@ run() { # run DIR QUEUE_PACKETS ARGS…
     || { echo "$dir failed: see $out/$dir.log" >&2; tail -5 "$out/$dir.log" >&2; }
 }
 run cubic-cubic 66 --mix "cubic cubic"
+run cubic-cubic-rtt 66 --mix "cubic cubic+60"
 run bbr-cubic-shallow 33 --mix "bbr cubic"
 run bbr-cubic-deep 1066 --mix "bbr cubic"
 run solo 66 --schemes "cubic ledbat"
 run cubic-ledbat 66 --mix "cubic ledbat" --baseline "$out/solo"
 echo "results in $out" >&2
 
-python3 - "$out" <<'EOF'
+python3 - "$out" "$cases" <<'EOF'
 import json, statistics, sys
 out = sys.argv[1]
+cases = sys.argv[2].split()
 
 def runs(case):
     perf = json.load(open(f"{out}/{case}/pantheon_perf.json"))
@@ -51,7 +58,7 @@ def jain(x):
 
 print("case | run | flow tput (Mbit/s) | shares | Jain (all active) | Jain (last 30 s) | convergence (s)")
 med = {}
-for case in ["cubic-cubic", "bbr-cubic-shallow", "bbr-cubic-deep", "cubic-ledbat"]:
+for case in [c for c in ["cubic-cubic", "cubic-cubic-rtt", "bbr-cubic-shallow", "bbr-cubic-deep", "cubic-ledbat"] if c in cases]:
     for rid, r in runs(case):
         c = r["competition"]
         flows = [r[k] for k in sorted((k for k in r if k.isdigit()), key=int)]

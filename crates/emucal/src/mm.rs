@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use crate::queue::QueueSpec;
 use crate::stage::{
-    AggregateStage, AnyStage, DelayStage, LinkStage, LossStage, Pipeline, PolicerStage,
-    SwitchStage, MS,
+    AggregateStage, AnyStage, DelayStage, FlowDelay, FlowDelayStage, LinkStage, LossStage,
+    Pipeline, PolicerStage, SwitchStage, MS,
 };
 use crate::trace::{Trace, TraceError};
 
@@ -376,6 +376,10 @@ pub struct EmulatedPath {
     pub command: Vec<String>,
     /// `--ms-clock`: stages see time on Mahimahi's integer-ms clock.
     pub ms_clock: bool,
+    /// Flows given an extra one-way delay of their own, in each direction before every shell
+    /// (a mixed experiment's `+DELAY`; [`EmulatedPath::with_flow_delays`]); empty: none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flow_delays: Vec<FlowDelay>,
 }
 
 /// A parsed chain of shells and the command to run in the innermost one (empty: none given).
@@ -727,6 +731,7 @@ impl EmulatedPath {
             shells,
             command,
             ms_clock: false,
+            flow_delays: Vec::new(),
         };
         path.fill_link_headers();
         Ok(path)
@@ -764,6 +769,14 @@ impl EmulatedPath {
         path
     }
 
+    /// The same path with `flows`' packets delayed by their extra delays, in each direction
+    /// before the first shell (so before the shared bottleneck).
+    pub fn with_flow_delays(&self, flows: &[FlowDelay]) -> EmulatedPath {
+        let mut path = self.clone();
+        path.flow_delays = flows.to_vec();
+        path
+    }
+
     /// The stages of one direction, in crossing order; random generators seeded from `seed`.
     /// The returned list pairs each mm-link stage's index with its shell, for logging.
     pub fn pipeline(
@@ -776,6 +789,9 @@ impl EmulatedPath {
             LinkDirection::Downlink => self.shells.iter().enumerate().collect(),
         };
         let mut stages = Vec::new();
+        if !self.flow_delays.is_empty() {
+            stages.push(AnyStage::FlowDelay(FlowDelayStage::new(&self.flow_delays)));
+        }
         let mut links = Vec::new();
         for (i, shell) in ordered {
             let stream = (i as u64) << 1 | (direction == LinkDirection::Downlink) as u64;

@@ -7,7 +7,8 @@
 //! - [`SwitchStage`], for `mm-onoff` and `mm-intermittent`;
 //! - beyond Mahimahi: [`PolicerStage`] (a token-bucket policer) and [`AggregateStage`]
 //!   (packets released in bursts, e.g. ACK aggregation); [`LinkStage::poisson`] replaces the
-//!   trace's schedule by memoryless opportunities at the trace's mean rate.
+//!   trace's schedule by memoryless opportunities at the trace's mean rate;
+//!   [`FlowDelayStage`] delays chosen flows only (competing flows of different RTTs).
 //!
 //! Every stage receives packets with the (virtual) time at which they reach it, in
 //! non-decreasing order, and hands packets on with the time at which they leave it, so a chain
@@ -356,6 +357,96 @@ impl DelayStage {
     }
 }
 
+/// The UDP port of a flow's tunnel and the extra one-way delay its packets get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FlowDelay {
+    /// A UDP port: packets from or to it belong to the flow (its tunnel server's port).
+    pub udp_port: u16,
+    /// Extra one-way delay, ns.
+    pub delay_ns: u64,
+}
+
+/// Per-flow extra delay (beyond Mahimahi, for RTT fairness): an IPv4/UDP packet whose source or
+/// destination port is a [`FlowDelay`]'s leaves `delay_ns` after it arrived; every other
+/// packet leaves at once. Packets of one delay keep their order; packets of different delays
+/// overtake each other as on paths of different lengths.
+#[derive(Debug)]
+pub struct FlowDelayStage {
+    flows: Vec<FlowDelay>,
+    /// One release queue per distinct delay (index: position in `delays`), plus index
+    /// `delays.len()` for the packets of no listed flow.
+    delays: Vec<u64>,
+    queues: Vec<ReleaseQueue>,
+}
+
+impl FlowDelayStage {
+    /// A stage delaying each listed flow's packets by its delay.
+    pub fn new(flows: &[FlowDelay]) -> FlowDelayStage {
+        let mut delays: Vec<u64> = flows.iter().map(|f| f.delay_ns).collect();
+        delays.sort_unstable();
+        delays.dedup();
+        let queues = (0..=delays.len())
+            .map(|_| ReleaseQueue::default())
+            .collect();
+        FlowDelayStage {
+            flows: flows.to_vec(),
+            delays,
+            queues,
+        }
+    }
+
+    /// The UDP ports of an IPv4 packet (source, destination); `None` for anything else.
+    fn udp_ports(pkt: &[u8]) -> Option<(u16, u16)> {
+        let (&vihl, rest) = pkt.split_first()?;
+        let ihl = usize::from(vihl & 0x0f) * 4;
+        if vihl >> 4 != 4 || rest.get(8) != Some(&17) || pkt.len() < ihl + 4 {
+            return None;
+        }
+        let port = |i: usize| u16::from_be_bytes([pkt[i], pkt[i + 1]]);
+        Some((port(ihl), port(ihl + 2)))
+    }
+
+    /// Hands the stage a packet arriving at `t`.
+    pub fn push(&mut self, t: u64, pkt: Packet) {
+        let delay = FlowDelayStage::udp_ports(&pkt).and_then(|(src, dst)| {
+            self.flows
+                .iter()
+                .find(|f| f.udp_port == src || f.udp_port == dst)
+        });
+        let (queue, release) = match delay {
+            Some(f) => (
+                self.delays.binary_search(&f.delay_ns).unwrap_or(0),
+                t + f.delay_ns,
+            ),
+            None => (self.delays.len(), t),
+        };
+        self.queues[queue].push(release, pkt);
+    }
+
+    /// The queue whose head leaves first.
+    fn first(&self) -> Option<usize> {
+        (0..self.queues.len())
+            .filter_map(|i| self.queues[i].next_release().map(|t| (t, i)))
+            .min()
+            .map(|(_, i)| i)
+    }
+
+    /// Takes the packet that leaves first if its release time is ≤ `now`.
+    pub fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
+        let i = self.first()?;
+        self.queues[i].pop_due(now)
+    }
+
+    /// The earliest release time of a held packet.
+    pub fn next_wakeup(&self) -> Option<u64> {
+        self.first().and_then(|i| self.queues[i].next_release())
+    }
+
+    fn held(&self) -> usize {
+        self.queues.iter().map(|q| q.0.len()).sum()
+    }
+}
+
 /// `mm-loss uplink|downlink RATE`: each packet is dropped independently with probability `rate`.
 #[derive(Debug)]
 pub struct LossStage {
@@ -553,6 +644,8 @@ pub enum AnyStage {
     Policer(PolicerStage),
     /// pt-aggregate.
     Aggregate(AggregateStage),
+    /// Per-flow extra delay (`--mix "cubic cubic+60"`).
+    FlowDelay(FlowDelayStage),
 }
 
 impl AnyStage {
@@ -564,6 +657,7 @@ impl AnyStage {
             AnyStage::Switch(s) => s.push(t, pkt),
             AnyStage::Policer(s) => s.push(t, pkt),
             AnyStage::Aggregate(s) => s.push(t, pkt),
+            AnyStage::FlowDelay(s) => s.push(t, pkt),
         }
     }
     fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
@@ -574,6 +668,7 @@ impl AnyStage {
             AnyStage::Switch(s) => s.pop_due(now),
             AnyStage::Policer(s) => s.pop_due(now),
             AnyStage::Aggregate(s) => s.pop_due(now),
+            AnyStage::FlowDelay(s) => s.pop_due(now),
         }
     }
     /// The pass-or-drop state of a stage that has one.
@@ -582,7 +677,10 @@ impl AnyStage {
             AnyStage::Loss(LossStage { passed, .. })
             | AnyStage::Switch(SwitchStage { passed, .. })
             | AnyStage::Policer(PolicerStage { passed, .. }) => Some(passed),
-            AnyStage::Link(_) | AnyStage::Delay(_) | AnyStage::Aggregate(_) => None,
+            AnyStage::Link(_)
+            | AnyStage::Delay(_)
+            | AnyStage::Aggregate(_)
+            | AnyStage::FlowDelay(_) => None,
         }
     }
     /// The release queue of a stage that holds packets until a time.
@@ -596,6 +694,7 @@ impl AnyStage {
     fn next_wakeup(&self) -> Option<u64> {
         match self {
             AnyStage::Link(s) => s.next_wakeup(),
+            AnyStage::FlowDelay(s) => s.next_wakeup(),
             s => match (s.releases(), s.passed()) {
                 (Some(r), _) => r.next_release(),
                 (_, Some(p)) => (!p.out.is_empty()).then_some(0),
@@ -606,6 +705,7 @@ impl AnyStage {
     fn held(&self) -> usize {
         match self {
             AnyStage::Link(s) => s.held(),
+            AnyStage::FlowDelay(s) => s.held(),
             s => s.releases().map_or(0, |r| r.0.len()) + s.passed().map_or(0, |p| p.out.len()),
         }
     }
@@ -716,6 +816,47 @@ mod tests {
 
     fn pkt(len: usize) -> Packet {
         vec![0u8; len]
+    }
+
+    /// A 28-byte IPv4/UDP header (and `payload` zero bytes) from `src` to `dst` port.
+    fn udp(src: u16, dst: u16, payload: usize) -> Packet {
+        let mut p = vec![0u8; 28 + payload];
+        p[0] = 0x45;
+        p[9] = 17;
+        p[20..22].copy_from_slice(&src.to_be_bytes());
+        p[22..24].copy_from_slice(&dst.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn flow_delay_delays_its_flows_by_port_either_way_and_nothing_else() {
+        let mut s = FlowDelayStage::new(&[
+            FlowDelay {
+                udp_port: 50002,
+                delay_ns: 60 * MS,
+            },
+            FlowDelay {
+                udp_port: 50003,
+                delay_ns: 10 * MS,
+            },
+        ]);
+        s.push(0, udp(40000, 50002, 0)); // flow 2's data: +60 ms
+        s.push(MS, udp(50002, 40000, 1)); // flow 2's ACK: +60 ms
+        s.push(2 * MS, udp(40000, 50001, 2)); // flow 1: no extra delay
+        s.push(3 * MS, udp(50003, 40000, 3)); // flow 3: +10 ms
+        let mut tcp = udp(50002, 40000, 4);
+        tcp[9] = 6; // not UDP: no port is read
+        s.push(4 * MS, tcp);
+        assert_eq!(s.held(), 5);
+        assert_eq!(s.next_wakeup(), Some(2 * MS));
+        let mut out = Vec::new();
+        for now in (0..=70).map(|ms| ms * MS) {
+            while let Some((t, p)) = s.pop_due(now) {
+                out.push((t / MS, p.len() - 28));
+            }
+        }
+        assert_eq!(out, [(2, 2), (4, 4), (13, 3), (60, 0), (61, 1)]);
+        assert_eq!(s.next_wakeup(), None);
     }
 
     /// Runs `arrivals` (time ns, size) through `p`, stepping time like an event loop, and

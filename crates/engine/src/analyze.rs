@@ -59,6 +59,7 @@ impl Competition {
             "start (s)",
             "started (s)",
             "stop (s)",
+            "extra delay (ms)",
             "tput (Mbit/s)",
             "p95 delay (ms)",
             "loss (%)",
@@ -81,6 +82,7 @@ impl Competition {
                     num(Some(f.spec.start), 1),
                     num(f.measured_start_s, 3),
                     f.spec.stop.map_or("end".to_owned(), |s| format!("{s:.1}")),
+                    num(Some(f.spec.delay), 0),
                     num(f.stats.map(|s| s.tput_mbps), 2),
                     num(f.stats.and_then(|s| s.p95_delay_ms), 2),
                     num(f.stats.map(|s| s.loss * 100.0), 3),
@@ -600,7 +602,7 @@ fn clock_warning(offsets: &ClockOffsets, meta: &Metadata) -> Option<String> {
 /// as Pantheon; ours add `"flags"` (the run's warnings) where there are any, and an invalid
 /// run (logs not to be believed) is `{"valid": false, "flags": […]}`, without numbers. A
 /// mixed run is filed under the mix's name; each of its flows adds `"scheme"`, `"start"`,
-/// `"stop"` and `"measured_start"` (s) (and with a solo baseline `"tput_ratio"`,
+/// `"stop"` and `"measured_start"` (s) and `"extra_delay"` (ms) (and with a solo baseline `"tput_ratio"`,
 /// `"tput_harm"` and `"delay_harm"`), and the run adds `"competition"`: `{"jain",
 /// "jain_per_s", "convergence_time", "all_active": [from, to], "tput_all_active",
 /// "tput_per_s": [[flow 1's Mbit/s in each second], …]}`.
@@ -624,6 +626,7 @@ fn write_perf(dir: &Path, results: &Results) -> anyhow::Result<()> {
                             o.insert("start".into(), json!(cf.spec.start));
                             o.insert("stop".into(), json!(cf.spec.stop));
                             o.insert("measured_start".into(), json!(cf.measured_start_s));
+                            o.insert("extra_delay".into(), json!(cf.spec.delay));
                             if cf.solo.is_some() {
                                 let (tput_harm, delay_harm) = cf.harm();
                                 o.insert("tput_ratio".into(), json!(cf.tput_ratio()));

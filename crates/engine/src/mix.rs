@@ -15,9 +15,9 @@
 //!   keys `start`, `stop`, `delay`, and any other key as the default of the flag of that name
 //!   (`runtime: 60`, `run-times: 3`, `uplink-trace: …`), the command line overriding it.
 //!
-//! Both are checked in full before anything runs: errors name the token or the key. The runner
-//! does not add a per-flow delay yet: a plan with one is refused
-//! ([`crate::plan::ExperimentPlan::check`]) before anything starts.
+//! Both are checked in full before anything runs: errors name the token or the key. A flow's
+//! extra delay is added by the emulator to that flow's packets only, in each direction before
+//! the shared bottleneck (`emucal::stage::FlowDelayStage`), so its RTT grows by twice DELAY.
 
 use std::collections::BTreeMap;
 

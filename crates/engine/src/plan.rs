@@ -111,7 +111,7 @@ impl ExperimentPlan {
         Ok(())
     }
 
-    /// A mix's checks: its schemes known, every flow inside the run, no per-flow delay yet.
+    /// A mix's checks: its schemes known, every flow inside the run.
     fn check_mix(&self, mix: &Mix, registry: &Registry) -> anyhow::Result<()> {
         if self.schemes != [mix.name.clone()] {
             bail!("a mixed experiment runs its mix only");
@@ -120,14 +120,6 @@ impl ExperimentPlan {
             registry.get(&s)?;
         }
         check_runtime(mix, self.runtime.as_secs_f64())?;
-        if let Some((i, f)) = mix.flows.iter().enumerate().find(|(_, f)| f.delay > 0.0) {
-            bail!(
-                "flow {} ({}): a per-flow extra delay is not supported yet; give the whole path \
-                 its delay with --prepend-mm-cmds \"mm-delay MS\"",
-                i + 1,
-                f.short()
-            );
-        }
         Ok(())
     }
 

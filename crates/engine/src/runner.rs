@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context};
 use emucal::mm::EmulatedPath;
 use emucal::runtime::{RunningEmulator, OUTER_ADDR};
+use emucal::stage::FlowDelay;
 use netns::NetNs;
 use tunnel::io::{EndpointConfig, RunningEndpoint};
 use tunnel::log::{LogFormat, Role};
@@ -349,6 +350,15 @@ fn drive_run(
     progress: &dyn Fn(f64),
 ) -> anyhow::Result<()> {
     let plan = run.plan;
+    let delays: Vec<FlowDelay> = (1..)
+        .zip(run.flows)
+        .filter(|(_, f)| !f.delay.is_zero())
+        .map(|(i, f)| FlowDelay {
+            udp_port: tunnel_port(i),
+            delay_ns: f.delay.as_nanos() as u64,
+        })
+        .collect();
+    let path = &path.with_flow_delays(&delays);
     let (host, emu) = start_emulator(plan, path, run.name, run.run_id, run.tag, res)?;
     let mut namespaces = Vec::new();
     for flow in 1..=run.flows.len() {
@@ -439,6 +449,13 @@ impl TunnelLogs<'_> {
     }
 }
 
+/// The UDP port of flow `flow`'s tunnel server in the run's host namespace: fixed, so that the
+/// emulator knows each flow's packets before the tunnels start ([`FlowDelay`]), and below Linux's
+/// ephemeral range (32768–60999), so that no tunnel client's port can be another flow's.
+fn tunnel_port(flow: u16) -> u16 {
+    20_000 + flow
+}
+
 /// Step 1b: one flow's two namespaces and its tunnel pair (the server's outside in the host
 /// namespace, the client's in the emulator's, dialling across the path). The handshake is not
 /// awaited here ([`wait_for_tunnels`]).
@@ -476,7 +493,7 @@ fn start_tunnel_pair(
             logs.path("datalink", "ingress"),
             logs.path("acklink", "egress"),
             (SERVER_PRIVATE, CLIENT_PRIVATE),
-            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, tunnel_port(flow)),
         ),
         Some(&res.namespaces[host]),
         &res.namespaces[rx],

@@ -37,6 +37,9 @@ pub struct RunFlow<'a> {
     pub start: Duration,
     /// When both its sides are ended, after the run's start; `None`: at the end of the run.
     pub stop: Option<Duration>,
+    /// Extra one-way delay of this flow alone, in each direction before the bottleneck
+    /// (a mix's `+DELAY`); zero for Pantheon's flows.
+    pub delay: Duration,
 }
 
 /// Pantheon's flows of one run of one scheme: `plan.flows` flows of `scheme`, started
@@ -47,6 +50,7 @@ pub fn flows_of<'a>(plan: &ExperimentPlan, scheme: &'a Scheme) -> Vec<RunFlow<'a
             scheme,
             start: plan.interval * i,
             stop: None,
+            delay: Duration::ZERO,
         })
         .collect()
 }
@@ -59,7 +63,7 @@ pub fn run_flows<'r>(
     name: &str,
     registry: &'r Registry,
 ) -> anyhow::Result<Vec<RunFlow<'r>>> {
-    let secs = |s: f64| Duration::try_from_secs_f64(s).context("a flow's start or stop");
+    let secs = |s: f64| Duration::try_from_secs_f64(s).context("a flow's start, stop or delay");
     match &plan.mix {
         Some(mix) if mix.name == name => mix
             .flows
@@ -69,6 +73,7 @@ pub fn run_flows<'r>(
                     scheme: registry.get(&f.scheme)?,
                     start: secs(f.start)?,
                     stop: f.stop.map(secs).transpose()?,
+                    delay: secs(f.delay / 1000.0)?,
                 })
             })
             .collect(),
@@ -324,16 +329,19 @@ mod tests {
                 scheme: &cubic,
                 start: ms(0),
                 stop: None,
+                delay: Duration::ZERO,
             },
             RunFlow {
                 scheme: &ledbat,
                 start: ms(130),
                 stop: Some(ms(210)),
+                delay: Duration::ZERO,
             },
             RunFlow {
                 scheme: &cubic,
                 start: ms(70),
                 stop: None,
+                delay: Duration::ZERO,
             },
         ];
         let mut sides = Recorded::new(usize::MAX);
