@@ -18,6 +18,7 @@
 //! - [`stats`]: mean, median, standard deviation of per-run figures.
 //! - [`competition`]: how flows of different schemes share a bottleneck: Jain's index (whole
 //!   interval and per bucket), time to converge, throughput ratio, harm.
+//! - [`table`]: a tidy table written as CSV and Parquet (`pantheon sweep`'s results).
 //! - [`compare`]: two experiments side by side (means, % difference, Welch's t-test) and the
 //!   replication error.
 //!
@@ -38,6 +39,8 @@ pub mod metrics;
 pub mod report;
 pub mod results;
 pub mod stats;
+#[cfg(feature = "frames")]
+pub mod table;
 pub mod text;
 #[cfg(feature = "frames")]
 pub mod timeseries;

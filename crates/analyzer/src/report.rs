@@ -737,34 +737,7 @@ fn draw_competition<DB: DrawingBackend>(
             .map(|(i, v)| ((i as f64 + 0.5) * bin_s, *v))
             .collect();
         let label = format!("{} (mean {:.2} Mbit/s)", st.label, f.egress_mean);
-        if st.dash % 4 == 0 {
-            chart
-                .draw_series(LineSeries::new(points, color.stroke_width(2)))
-                .map_err(e)?
-                .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 26, y)], color.stroke_width(2))
-                });
-        } else {
-            let (dash, gap) = [(10, 5), (3, 4), (12, 4)][st.dash % 4 - 1];
-            chart
-                .draw_series(DashedLineSeries::new(
-                    points,
-                    dash,
-                    gap,
-                    color.stroke_width(2),
-                ))
-                .map_err(e)?
-                .label(label)
-                .legend(move |(x, y)| {
-                    plotters::element::DashedPathElement::new(
-                        vec![(x, y), (x + 26, y)],
-                        dash,
-                        gap,
-                        color.stroke_width(2),
-                    )
-                });
-        }
+        styled_line(&mut chart, points, color, st.dash, label)?;
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
 
@@ -775,6 +748,224 @@ fn draw_competition<DB: DrawingBackend>(
         MAX_DELAY_POINTS / 4,
         &|flow| style_of(flow).map(|st| (color_rgb(&st.color), st.label.clone())),
     )?;
+    root.present().map_err(e)
+}
+
+/// Draws `points` as a line of `color` on `chart`, solid for `dash` 0 and dashed in one of
+/// three patterns otherwise ([`FlowStyle::dash`]), with a legend entry `label`.
+fn styled_line<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    points: Vec<(f64, f64)>,
+    color: RGBColor,
+    dash: usize,
+    label: String,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    if dash % 4 == 0 {
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))
+            .map_err(e)?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 26, y)], color.stroke_width(2))
+            });
+    } else {
+        let (dash, gap) = [(10, 5), (3, 4), (12, 4)][dash % 4 - 1];
+        chart
+            .draw_series(DashedLineSeries::new(
+                points,
+                dash,
+                gap,
+                color.stroke_width(2),
+            ))
+            .map_err(e)?
+            .label(label)
+            .legend(move |(x, y)| {
+                plotters::element::DashedPathElement::new(
+                    vec![(x, y), (x + 26, y)],
+                    dash,
+                    gap,
+                    color.stroke_width(2),
+                )
+            });
+    }
+    Ok(())
+}
+
+/// One line of [`cdf_plot`]: its legend text, colour (a matplotlib name), dash pattern
+/// ([`FlowStyle::dash`]) and the values whose empirical CDF it draws.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CdfSeries {
+    /// Legend text, e.g. `TCP Cubic vs LEDBAT`.
+    pub label: String,
+    /// Colour name.
+    pub color: String,
+    /// 0 solid, 1–3 dashed.
+    pub dash: usize,
+    /// The values.
+    pub values: Vec<f64>,
+}
+
+/// Empirical CDFs (step functions: fraction of values ≤ x) to an SVG or PNG file, with a
+/// grey vertical line at `mark` (e.g. a throughput ratio of 0.9), as the PCC Proteus paper's
+/// Fig. 10.
+pub fn cdf_plot(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    mark: Option<f64>,
+    series: &[CdfSeries],
+) -> Result<(), PlotError> {
+    to_file!(path, (900, 600), draw_cdf, title, x_desc, mark, series)
+}
+
+/// The points of an empirical CDF's steps.
+pub fn cdf_steps(values: &[f64]) -> Vec<(f64, f64)> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len() as f64;
+    let mut points = Vec::with_capacity(2 * v.len());
+    for (i, x) in v.iter().enumerate() {
+        points.push((*x, i as f64 / n));
+        points.push((*x, (i + 1) as f64 / n));
+    }
+    points
+}
+
+fn draw_cdf<DB: DrawingBackend>(
+    root: Area<DB>,
+    title: &str,
+    x_desc: &str,
+    mark: Option<f64>,
+    series: &[CdfSeries],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let all = series.iter().flat_map(|s| s.values.iter().copied());
+    let (lo, hi) = all
+        .filter(|x| x.is_finite())
+        .fold((0.0f64, 1.0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    let pad = (hi - lo) * 0.05;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(lo - pad..hi + pad, 0.0..1.02)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc("CDF (fraction of environments)")
+        .draw()
+        .map_err(e)?;
+    if let Some(m) = mark {
+        chart
+            .draw_series(LineSeries::new(
+                [(m, 0.0), (m, 1.02)],
+                RGBColor(150, 150, 150),
+            ))
+            .map_err(e)?;
+    }
+    for s in series {
+        let steps = cdf_steps(&s.values);
+        styled_line(
+            &mut chart,
+            steps,
+            color_rgb(&s.color),
+            s.dash,
+            s.label.clone(),
+        )?;
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperLeft).map_err(e)?;
+    root.present().map_err(e)
+}
+
+/// A heatmap to an SVG or PNG file: `values[j][i]` at (`xs[i]`, `ys[j]`), each cell coloured
+/// from white (the lowest value) to dark blue (the highest) and labelled with its value;
+/// empty cells grey.
+pub fn heatmap_plot(
+    path: &Path,
+    title: &str,
+    (x_desc, y_desc): (&str, &str),
+    xs: &[f64],
+    ys: &[f64],
+    values: &[Vec<Option<f64>>],
+) -> Result<(), PlotError> {
+    to_file!(
+        path,
+        (900, 650),
+        draw_heatmap,
+        title,
+        (x_desc, y_desc),
+        xs,
+        ys,
+        values
+    )
+}
+
+fn draw_heatmap<DB: DrawingBackend>(
+    root: Area<DB>,
+    title: &str,
+    (x_desc, y_desc): (&str, &str),
+    xs: &[f64],
+    ys: &[f64],
+    values: &[Vec<Option<f64>>],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let all = values.iter().flatten().flatten().copied();
+    let (lo, hi) = all.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (nx, ny) = (xs.len().max(1) as f64, ys.len().max(1) as f64);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..nx, 0.0..ny)
+        .map_err(e)?;
+    let tick = |axis: &[f64], v: f64| {
+        let i = v - 0.5;
+        (i >= 0.0 && i.fract() == 0.0)
+            .then(|| axis.get(i as usize).map(|x| format!("{x}")))
+            .flatten()
+            .unwrap_or_default()
+    };
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_labels(2 * xs.len() + 1)
+        .y_labels(2 * ys.len() + 1)
+        .x_label_formatter(&|v| tick(xs, *v))
+        .y_label_formatter(&|v| tick(ys, *v))
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .draw()
+        .map_err(e)?;
+    let shade = |v: f64| {
+        let f = if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
+        let mix = |a: f64, b: f64| (a + (b - a) * f) as u8;
+        RGBColor(mix(255.0, 8.0), mix(255.0, 48.0), mix(255.0, 107.0))
+    };
+    for (j, row) in values.iter().enumerate() {
+        for (i, v) in row.iter().enumerate() {
+            let (x, y) = (i as f64, j as f64);
+            let fill = v.map_or(RGBColor(210, 210, 210), shade);
+            chart
+                .draw_series([Rectangle::new([(x, y), (x + 1.0, y + 1.0)], fill.filled())])
+                .map_err(e)?;
+            let light = v.is_some_and(|v| hi > lo && (v - lo) / (hi - lo) > 0.55);
+            let text = v.map_or("—".to_owned(), |v| format!("{v:.2}"));
+            let color = if light { WHITE } else { BLACK };
+            chart
+                .draw_series([Text::new(
+                    text,
+                    (x + 0.42, y + 0.5),
+                    ("sans-serif", 16).into_font().color(&color),
+                )])
+                .map_err(e)?;
+        }
+    }
     root.present().map_err(e)
 }
 
@@ -876,6 +1067,55 @@ mod tests {
             duration_ms: 1.0,
             negative_delays: 0,
         }
+    }
+
+    #[test]
+    fn cdf_steps_rise_by_one_nth_at_each_sorted_value() {
+        assert_eq!(
+            cdf_steps(&[0.9, f64::NAN, 0.5]),
+            [(0.5, 0.0), (0.5, 0.5), (0.9, 0.5), (0.9, 1.0)]
+        );
+        assert!(cdf_steps(&[]).is_empty());
+    }
+
+    #[test]
+    fn cdf_and_heatmap_plots_are_written() {
+        let dir = std::env::temp_dir().join(format!("sweep-plots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let series = [
+            CdfSeries {
+                label: "a".into(),
+                color: "blue".into(),
+                dash: 0,
+                values: vec![0.5, 0.9, 1.0],
+            },
+            CdfSeries {
+                label: "b".into(),
+                color: "red".into(),
+                dash: 1,
+                values: vec![0.2],
+            },
+        ];
+        let cdf = dir.join("cdf.png");
+        cdf_plot(&cdf, "t", "ratio", Some(0.9), &series).unwrap();
+        let heat = dir.join("heat.svg");
+        let values = vec![vec![Some(0.5), None], vec![Some(1.0), Some(0.7)]];
+        heatmap_plot(
+            &heat,
+            "t",
+            ("x", "y"),
+            &[10.0, 20.0],
+            &[20.0, 60.0],
+            &values,
+        )
+        .unwrap();
+        assert!(std::fs::read(&cdf).unwrap().starts_with(b"\x89PNG"));
+        let svg = std::fs::read_to_string(&heat).unwrap();
+        // Cell values, and the axes' values under the columns and beside the rows.
+        for label in ["0.50", "1.00", "0.70", "—", "\n10\n", "\n60\n"] {
+            assert!(svg.contains(label), "{label} not in the heatmap");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

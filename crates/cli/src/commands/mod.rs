@@ -25,6 +25,7 @@ pub(crate) mod serve;
 pub(crate) mod shell;
 pub(crate) mod status;
 pub(crate) mod submit;
+pub(crate) mod sweep;
 pub(crate) mod trace;
 
 #[derive(Subcommand)]
@@ -55,6 +56,16 @@ pub(crate) enum Command {
     /// bounds, leave-one-out check, wall time), figure3.svg (real vs emulated per scheme, the
     /// paper's Figure 3) and convergence.svg. See docs/calibration.md.
     Calibrate(Box<calibrate::CalibrateArgs>),
+    /// An evaluation over a grid: environments (rate × RTT × buffer × loss, or named
+    /// emulators) × flow mixes × runs, as the PCC Proteus paper evaluates a scavenger (needs
+    /// root). Points run --jobs at a time; the same command again runs only the points not
+    /// done. Writes sweep.csv and sweep.parquet (one row per environment × mix × run × flow,
+    /// with throughput ratio and harm against each scheme alone), the CDF of the primaries'
+    /// throughput ratio, heatmaps and sweep_summary.md. See docs/sweep.md.
+    ///
+    /// Exit status: 0 every point done; 1 some point failed (the others ran; run the same
+    /// command again to retry them); 2 the sweep could not start; 130 interrupted.
+    Sweep(Box<sweep::SweepArgs>),
     /// The testbed's orchestrator daemon: runs the testbed file's experiment matrix on a
     /// schedule (round-robin tournaments over node pairs, no node in two experiments at once)
     /// through the nodes' agents, analyses and archives every experiment (SQLite), and serves
@@ -139,6 +150,7 @@ pub(crate) fn exec(command: Command) -> anyhow::Result<ExitCode> {
         Command::Analyze(args) => analyze::exec(args),
         Command::Compare(args) => compare::exec(args),
         Command::Calibrate(args) => calibrate::exec(*args),
+        Command::Sweep(args) => sweep::exec(*args),
         Command::Serve(args) => serve::exec(*args),
         Command::Submit(args) => submit::exec(*args),
         Command::Status(args) => status::exec(args),

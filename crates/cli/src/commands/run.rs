@@ -361,7 +361,8 @@ fn emulator_of(a: &LocalArgs, data_dir: &Path) -> anyhow::Result<(Emulator, Vec<
     Ok((emulator, written))
 }
 
-fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
+/// `pantheon run local`'s handler (also one point of `pantheon sweep`).
+pub(crate) fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::load(a.common.schemes_dir.as_deref())?;
     let seed = a.seed.unwrap_or_else(clock_seed);
     // Every flag, and the trace files given, checked before anything is created.

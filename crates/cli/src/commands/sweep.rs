@@ -1,0 +1,219 @@
+//! `pantheon sweep SWEEP.toml`: an evaluation over a grid of environments × flow mixes × runs
+//! (crate `pantheon-sweep`); `pantheon sweep point DIR ID`, one point of it (what every
+//! executor runs); `pantheon sweep status DIR` and `pantheon sweep collect DIR`.
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use engine::record::{RunOutcome, RunRecord};
+use engine::runner::INTERRUPTED;
+use engine::schemes::Registry;
+use sweep::exec::Status;
+use sweep::file::SweepFile;
+use sweep::plan::SweepPlan;
+use sweep::point::{Outcome, INTERRUPTED_STATUS};
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub(crate) struct SweepArgs {
+    /// The sweep file (TOML): environments, mixes, runs; see docs/sweep.md and
+    /// sweeps/scavenger.toml.
+    #[arg(required = true)]
+    file: Option<PathBuf>,
+    /// The sweep's results directory. Default: results/sweep-<name>. Running the same sweep
+    /// into it again runs only the points not done (never run, interrupted or failed).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Points (experiments) run at a time, each in its own namespaces. On 2 cores, 2 change no
+    /// result at rates up to 50 Mbit/s; see docs/sweep.md for what was measured.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    jobs: u16,
+    /// Extra scheme descriptors (*.toml) to check the mixes' schemes against.
+    #[arg(long)]
+    schemes_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    action: Option<SweepAction>,
+}
+
+#[derive(Subcommand)]
+enum SweepAction {
+    /// Run one point of the sweep in DIR (what the executors run): nothing if it is done;
+    /// otherwise its experiment, placed in DIR/points/pNNNN when it ends. Exit status 0 done,
+    /// 1 failed, 130 interrupted.
+    Point {
+        /// The sweep's results directory.
+        dir: PathBuf,
+        /// The point's number (sweep_plan.json).
+        id: u32,
+    },
+    /// How many points are done, failed and to run, from the results directory alone.
+    Status {
+        /// The sweep's results directory.
+        dir: PathBuf,
+    },
+    /// Collect the finished points again: sweep.csv, sweep.parquet, plots, sweep_summary.md.
+    Collect {
+        /// The sweep's results directory.
+        dir: PathBuf,
+    },
+}
+
+pub(crate) fn exec(a: SweepArgs) -> anyhow::Result<ExitCode> {
+    match a.action {
+        Some(SweepAction::Point { dir, id }) => point(&dir, id),
+        Some(SweepAction::Status { dir }) => {
+            let plan = SweepPlan::load(&dir)?;
+            let s = Status::read(&dir, &plan);
+            println!("{}", s.line());
+            for id in &s.failed {
+                if let Some(e) = sweep::point::record(&dir, *id).and_then(|r| r.error) {
+                    println!("p{id:04} failed: {}", e.lines().last().unwrap_or(""));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(SweepAction::Collect { dir }) => {
+            let registry = Registry::load(a.schemes_dir.as_deref())?;
+            let plan = SweepPlan::load(&dir)?;
+            let status = Status::read(&dir, &plan);
+            println!("{}", collect(&dir, &plan, &status, &registry)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            let file = a.file.context("the sweep file is required")?;
+            run(&file, a.out, usize::from(a.jobs), a.schemes_dir.as_deref())
+        }
+    }
+}
+
+/// Checks the sweep file against the scheme and emulator libraries, freezes it into the
+/// results directory, runs the missing points and collects them.
+fn run(
+    file: &Path,
+    out: Option<PathBuf>,
+    jobs: usize,
+    schemes_dir: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
+    let f = SweepFile::parse(&text, &file.display().to_string())?;
+    let registry = Registry::load(schemes_dir)?;
+    let plan = SweepPlan::new(&f);
+    plan.check(&registry)
+        .with_context(|| file.display().to_string())?;
+    let dir = out.unwrap_or_else(|| PathBuf::from("results").join(format!("sweep-{}", f.name)));
+    plan.freeze(&dir)?;
+    eprintln!(
+        "Sweep {}: {} environments × {} runs → {} points of {} s, in {}",
+        f.name,
+        plan.environments.len(),
+        f.runs,
+        plan.points.len(),
+        f.runtime,
+        dir.display()
+    );
+    super::install_interrupt_handler()?;
+    let exe = std::env::current_exe().context("find the pantheon program")?;
+    let status = sweep::exec::run_local(&dir, &exe, jobs, &INTERRUPTED)?;
+    println!("{}", collect(&dir, &plan, &status, &registry)?);
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        eprintln!(
+            "interrupted: {}. Run the same command again to go on.",
+            status.line()
+        );
+        return Ok(ExitCode::from(130));
+    }
+    Ok(if status.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The table, plots and summary of the sweep in `dir`.
+fn collect(
+    dir: &Path,
+    plan: &SweepPlan,
+    status: &Status,
+    registry: &Registry,
+) -> anyhow::Result<String> {
+    let rows = sweep::collect::collect(dir, plan);
+    let style = |name: &str| match registry.get(name) {
+        Ok(s) => (s.label.clone(), s.color.clone()),
+        Err(_) => (name.to_owned(), "black".to_owned()),
+    };
+    sweep::output::write(dir, plan, status, &rows, &style)
+}
+
+/// `pantheon run local`'s arguments, parsed as that command parses them.
+#[derive(Parser)]
+struct PointRun {
+    #[command(flatten)]
+    local: super::run::LocalArgs,
+}
+
+/// Runs point `id` of the sweep in `dir`: `pantheon run local` in this process.
+fn point(dir: &Path, id: u32) -> anyhow::Result<ExitCode> {
+    let placed = sweep::point::run_point(dir, id, |args| {
+        let argv = std::iter::once("pantheon-run-local".to_owned()).chain(args.iter().cloned());
+        let result = PointRun::try_parse_from(argv)
+            .map_err(anyhow::Error::from)
+            .and_then(|a| super::run::run_local(a.local));
+        let data_dir = args
+            .iter()
+            .position(|a| a == "--data-dir")
+            .and_then(|i| args.get(i + 1))
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        match result {
+            Ok(code) if code == ExitCode::SUCCESS => Outcome {
+                status: 0,
+                tail: String::new(),
+            },
+            Ok(code) if code == ExitCode::from(130) => Outcome {
+                status: INTERRUPTED_STATUS,
+                tail: String::new(),
+            },
+            Ok(_) => Outcome {
+                status: 1,
+                tail: failed_runs(&data_dir),
+            },
+            Err(e) => Outcome {
+                status: 2,
+                tail: format!("{e:#}"),
+            },
+        }
+    })?;
+    Ok(match placed {
+        None if INTERRUPTED.load(Ordering::SeqCst) => ExitCode::from(130),
+        None => {
+            eprintln!("point {id} is done already");
+            ExitCode::SUCCESS
+        }
+        Some(r) if r.ok() => ExitCode::SUCCESS,
+        Some(r) => {
+            eprintln!("point {id} failed: {}", r.error.unwrap_or_default());
+            ExitCode::from(1)
+        }
+    })
+}
+
+/// Why the runs recorded in `data_dir` failed, one line each.
+fn failed_runs(data_dir: &Path) -> String {
+    let records = RunRecord::read_all(data_dir).unwrap_or_default();
+    let reasons: Vec<String> = records
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            RunOutcome::Failed { reason } => {
+                Some(format!("{} run {}: {reason}", r.scheme, r.run_id))
+            }
+            _ => None,
+        })
+        .collect();
+    if reasons.is_empty() {
+        "a run failed (see the point's log)".into()
+    } else {
+        reasons.join("\n")
+    }
+}

@@ -1,0 +1,414 @@
+//! From the points' results to one tidy table — one row per (environment, mix, run, flow) —
+//! and what is computed across points: the solo baselines, each flow's throughput ratio and
+//! harm against them, the per-pair summary, the heatmaps' grids. Pure functions over the rows;
+//! reading `pantheon_perf.json` is the only I/O.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use analyzer::competition::{harm, throughput_ratio, Better};
+use serde_json::Value;
+
+use crate::plan::{Point, SweepPlan};
+use crate::point::{point_dir, record};
+
+/// Throughput ratio at or above which a primary is taken to be unharmed (seed 002's 0.9).
+pub const UNHARMED_RATIO: f64 = 0.9;
+
+/// One flow of one run of one point.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Row {
+    /// The point's id.
+    pub point: u32,
+    /// The environment's label.
+    pub env: String,
+    /// Link rate, Mbit/s (grid environments).
+    pub rate_mbps: Option<f64>,
+    /// Minimum RTT, ms.
+    pub rtt_ms: Option<f64>,
+    /// Buffer, BDPs.
+    pub buffer_bdp: Option<f64>,
+    /// Buffer, packets.
+    pub buffer_packets: Option<f64>,
+    /// Uplink loss rate of the emulator.
+    pub loss_rate: Option<f64>,
+    /// The named emulator.
+    pub emulator: Option<String>,
+    /// The mix (`--mix` form).
+    pub mix: String,
+    /// `pair`, `list` or `solo`.
+    pub kind: String,
+    /// The pair's primary scheme.
+    pub primary: Option<String>,
+    /// The pair's contender.
+    pub contender: Option<String>,
+    /// The run (from 1).
+    pub run: u32,
+    /// The flow (from 1).
+    pub flow: u32,
+    /// Its scheme.
+    pub scheme: String,
+    /// When it started, s after the run's start (asked).
+    pub start_s: f64,
+    /// Its extra one-way delay, ms.
+    pub extra_delay_ms: f64,
+    /// Throughput over its own active interval, Mbit/s.
+    pub tput_mbps: Option<f64>,
+    /// 95th-percentile one-way delay, ms.
+    pub p95_delay_ms: Option<f64>,
+    /// Loss rate, 0–1.
+    pub loss: Option<f64>,
+    /// Throughput while every flow of the run was active, Mbit/s.
+    pub tput_all_active_mbps: Option<f64>,
+    /// Throughput ÷ its scheme's solo throughput in this environment (median of solo runs).
+    pub tput_ratio: Option<f64>,
+    /// (solo − competing) ÷ solo throughput.
+    pub tput_harm: Option<f64>,
+    /// (competing − solo) ÷ competing p95 one-way delay.
+    pub delay_harm: Option<f64>,
+    /// Jain's index of the run while all flows were active.
+    pub jain: Option<f64>,
+    /// Time until the per-second Jain's index stays ≥ 0.9, s.
+    pub convergence_s: Option<f64>,
+}
+
+/// The flows of run `run` of one `pantheon_perf.json` (its one top-level entry): for each,
+/// its id and entry, and the run's `competition` entry. `None` if the run is missing or
+/// invalid.
+fn run_entry(perf: &Value, run: u32) -> Option<(Vec<(u32, &Value)>, Option<&Value>)> {
+    let (_, by_run) = perf.as_object()?.iter().next()?;
+    let r = by_run.get(run.to_string())?.as_object()?;
+    if r.get("valid") == Some(&Value::Bool(false)) {
+        return None;
+    }
+    let mut flows: Vec<(u32, &Value)> = r
+        .iter()
+        .filter_map(|(k, v)| Some((k.parse().ok()?, v)))
+        .collect();
+    flows.sort_by_key(|f| f.0);
+    Some((flows, r.get("competition")))
+}
+
+/// The rows of point `p` from its perf file, before baselines.
+pub fn point_rows(plan: &SweepPlan, p: &Point, perf: &Value) -> Vec<Row> {
+    let Some((flows, competition)) = run_entry(perf, p.run) else {
+        return Vec::new();
+    };
+    let env = &plan.environments[p.env];
+    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    let all_active = competition.and_then(|c| c.get("tput_all_active"));
+    flows
+        .into_iter()
+        .map(|(flow, f)| Row {
+            point: p.id,
+            env: env.label(),
+            rate_mbps: env.rate_mbps,
+            rtt_ms: env.rtt_ms.map(f64::from),
+            buffer_bdp: env.buffer_bdp,
+            buffer_packets: env.buffer_packets.map(f64::from),
+            loss_rate: env.emulator.is_none().then_some(env.loss),
+            emulator: env.emulator.clone(),
+            mix: p.mix.clone(),
+            kind: match (p.solo, &p.primary) {
+                (true, _) => "solo",
+                (false, Some(_)) => "pair",
+                (false, None) => "list",
+            }
+            .into(),
+            primary: p.primary.clone(),
+            contender: p.contender.clone(),
+            run: p.run,
+            flow,
+            scheme: f
+                .get("scheme")
+                .and_then(Value::as_str)
+                .unwrap_or(&p.mix)
+                .to_owned(),
+            start_s: num(f, "start").unwrap_or(0.0),
+            extra_delay_ms: num(f, "extra_delay").unwrap_or(0.0),
+            tput_mbps: num(f, "tput"),
+            p95_delay_ms: num(f, "delay"),
+            loss: num(f, "loss"),
+            tput_all_active_mbps: all_active
+                .and_then(|a| a.get(flow as usize - 1))
+                .and_then(Value::as_f64),
+            jain: competition.and_then(|c| num(c, "jain")),
+            convergence_s: competition.and_then(|c| num(c, "convergence_time")),
+            ..Row::default()
+        })
+        .collect()
+}
+
+fn median(v: Vec<f64>) -> Option<f64> {
+    analyzer::stats::median(&v)
+}
+
+/// Each flow's throughput ratio and harm against its scheme's solo runs in the same
+/// environment (medians of their throughput and p95 one-way delay); flows without a solo
+/// baseline keep `None`.
+pub fn add_baselines(rows: &mut [Row]) {
+    let mut solo: BTreeMap<(String, String), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.kind == "solo") {
+        let e = solo.entry((r.env.clone(), r.scheme.clone())).or_default();
+        e.0.extend(r.tput_mbps);
+        e.1.extend(r.p95_delay_ms);
+    }
+    let solo: BTreeMap<_, _> = solo
+        .into_iter()
+        .map(|(k, (t, d))| (k, (median(t), median(d))))
+        .collect();
+    for r in rows.iter_mut().filter(|r| r.kind != "solo") {
+        let Some(&(tput, delay)) = solo.get(&(r.env.clone(), r.scheme.clone())) else {
+            continue;
+        };
+        if let (Some(s), Some(c)) = (tput, r.tput_mbps) {
+            r.tput_ratio = throughput_ratio(c, s);
+            r.tput_harm = harm(s, c, Better::More);
+        }
+        if let (Some(s), Some(c)) = (delay, r.p95_delay_ms) {
+            r.delay_harm = harm(s, c, Better::Less);
+        }
+    }
+}
+
+/// Reads every finished point's rows from the sweep in `dir`, baselines added.
+pub fn collect(dir: &Path, plan: &SweepPlan) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for p in &plan.points {
+        if !record(dir, p.id).is_some_and(|r| r.ok()) {
+            continue;
+        }
+        let path = point_dir(dir, p.id).join("results/pantheon_perf.json");
+        let Some(perf) = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        else {
+            continue;
+        };
+        rows.extend(point_rows(plan, p, &perf));
+    }
+    add_baselines(&mut rows);
+    rows
+}
+
+/// One (primary, contender) pair across the sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairSummary {
+    /// The primary scheme.
+    pub primary: String,
+    /// The contender.
+    pub contender: String,
+    /// The primary's throughput ratio in each environment (median over runs), by label.
+    pub ratios: Vec<(String, f64)>,
+}
+
+impl PairSummary {
+    /// The median of the environments' ratios.
+    pub fn median_ratio(&self) -> Option<f64> {
+        median(self.ratios.iter().map(|r| r.1).collect())
+    }
+
+    /// The share of environments where the ratio is ≥ [`UNHARMED_RATIO`].
+    pub fn share_unharmed(&self) -> Option<f64> {
+        let n = self.ratios.len();
+        (n > 0)
+            .then(|| self.ratios.iter().filter(|r| r.1 >= UNHARMED_RATIO).count() as f64 / n as f64)
+    }
+}
+
+/// Per (primary, contender) pair, in order of first appearance: flow 1's throughput ratio per
+/// environment.
+pub fn pairs(rows: &[Row]) -> Vec<PairSummary> {
+    let mut by: Vec<((String, String), BTreeMap<String, Vec<f64>>)> = Vec::new();
+    for r in rows.iter().filter(|r| r.kind == "pair" && r.flow == 1) {
+        let (Some(p), Some(c), Some(ratio)) = (&r.primary, &r.contender, r.tput_ratio) else {
+            continue;
+        };
+        let key = (p.clone(), c.clone());
+        let i = match by.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                by.push((key, BTreeMap::new()));
+                by.len() - 1
+            }
+        };
+        by[i].1.entry(r.env.clone()).or_default().push(ratio);
+    }
+    by.into_iter()
+        .map(|((primary, contender), envs)| PairSummary {
+            primary,
+            contender,
+            ratios: envs
+                .into_iter()
+                .filter_map(|(env, v)| Some((env, median(v)?)))
+                .collect(),
+        })
+        .collect()
+}
+
+/// The value `value` ([`crate::file::HEATMAP_VALUES`]) of a row: the run's Jain's index, or
+/// the flow's ratio or harm.
+fn value(r: &Row, value: &str) -> Option<f64> {
+    match value {
+        "jain" => r.jain,
+        "tput_ratio" => r.tput_ratio,
+        "tput_harm" => r.tput_harm,
+        "delay_harm" => r.delay_harm,
+        _ => None,
+    }
+}
+
+/// A heatmap's grid for one mix: the sorted `x` and `y` axis values and, per cell, the median
+/// of flow 1's `value` over the runs and the other axes (`None`: no data).
+pub type Grid = (Vec<f64>, Vec<f64>, Vec<Vec<Option<f64>>>);
+
+/// The heatmap grid of `mix` over axes `x` and `y` ([`crate::file::AXES`]).
+pub fn grid(rows: &[Row], mix: &str, x: &str, y: &str, v: &str) -> Grid {
+    let axis = |r: &Row, a: &str| match a {
+        "rate_mbps" => r.rate_mbps,
+        "rtt_ms" => r.rtt_ms,
+        "buffer_bdp" => r.buffer_bdp,
+        "buffer_packets" => r.buffer_packets,
+        "loss" => r.loss_rate,
+        _ => None,
+    };
+    let cells: Vec<(f64, f64, f64)> = rows
+        .iter()
+        .filter(|r| r.mix == mix && r.flow == 1)
+        .filter_map(|r| Some((axis(r, x)?, axis(r, y)?, value(r, v)?)))
+        .collect();
+    let sorted = |f: fn(&(f64, f64, f64)) -> f64| {
+        let mut v: Vec<f64> = cells.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    };
+    let (xs, ys) = (sorted(|c| c.0), sorted(|c| c.1));
+    let values = ys
+        .iter()
+        .map(|&yv| {
+            xs.iter()
+                .map(|&xv| {
+                    median(
+                        cells
+                            .iter()
+                            .filter(|c| c.0 == xv && c.1 == yv)
+                            .map(|c| c.2)
+                            .collect(),
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    (xs, ys, values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(env: &str, kind: &str, mix: &str, flow: u32, scheme: &str, tput: f64) -> Row {
+        let pair = kind == "pair";
+        Row {
+            env: env.into(),
+            kind: kind.into(),
+            mix: mix.into(),
+            flow,
+            scheme: scheme.into(),
+            tput_mbps: Some(tput),
+            p95_delay_ms: Some(if kind == "solo" { 50.0 } else { 100.0 }),
+            primary: pair.then(|| "cubic".into()),
+            contender: pair.then(|| "ledbat".into()),
+            rate_mbps: Some(if env == "a" { 10.0 } else { 20.0 }),
+            rtt_ms: Some(40.0),
+            jain: Some(0.5),
+            ..Row::default()
+        }
+    }
+
+    #[test]
+    fn ratios_and_harm_against_the_median_solo_run_of_the_same_environment() {
+        let mut rows = vec![
+            row("a", "solo", "cubic", 1, "cubic", 8.0),
+            row("a", "solo", "cubic", 1, "cubic", 10.0),
+            row("a", "solo", "cubic", 1, "cubic", 12.0),
+            row("b", "solo", "cubic", 1, "cubic", 20.0),
+            row("a", "pair", "cubic ledbat", 1, "cubic", 9.0),
+            row("a", "pair", "cubic ledbat", 2, "ledbat", 1.0),
+            row("b", "pair", "cubic ledbat", 1, "cubic", 19.0),
+            row("b", "pair", "cubic ledbat", 1, "cubic", 15.0),
+        ];
+        add_baselines(&mut rows);
+        // Env a: solo median 10 → ratio 0.9, harm 0.1; delay 50 alone, 100 competing → 0.5.
+        assert_eq!(rows[4].tput_ratio, Some(0.9));
+        assert!((rows[4].tput_harm.unwrap() - 0.1).abs() < 1e-12);
+        assert_eq!(rows[4].delay_harm, Some(0.5));
+        // LEDBAT has no solo runs: no ratio.
+        assert_eq!(rows[5].tput_ratio, None);
+        assert_eq!(rows[6].tput_ratio, Some(0.95));
+        assert_eq!(rows[0].tput_ratio, None, "solo rows get no ratio");
+        let p = pairs(&rows);
+        assert_eq!(p.len(), 1);
+        assert_eq!(
+            (p[0].primary.as_str(), p[0].contender.as_str()),
+            ("cubic", "ledbat")
+        );
+        // Env b's runs: 0.95 and 0.75 → median 0.85; env a: 0.9.
+        assert_eq!(p[0].ratios, [("a".into(), 0.9), ("b".into(), 0.85)]);
+        assert!((p[0].median_ratio().unwrap() - 0.875).abs() < 1e-12);
+        assert_eq!(p[0].share_unharmed(), Some(0.5));
+    }
+
+    #[test]
+    fn heatmap_grid_takes_the_median_per_cell() {
+        let mut rows = vec![
+            row("a", "pair", "cubic ledbat", 1, "cubic", 9.0),
+            row("b", "pair", "cubic ledbat", 1, "cubic", 9.0),
+            row("b", "pair", "cubic ledbat", 1, "cubic", 9.0),
+            row("b", "pair", "cubic ledbat", 2, "ledbat", 9.0),
+        ];
+        rows[1].jain = Some(0.6);
+        rows[2].jain = Some(0.8);
+        rows[3].jain = Some(0.0);
+        let (xs, ys, v) = grid(&rows, "cubic ledbat", "rate_mbps", "rtt_ms", "jain");
+        assert_eq!((xs, ys), (vec![10.0, 20.0], vec![40.0]));
+        assert_eq!(v, vec![vec![Some(0.5), Some(0.7)]]);
+        let (_, _, none) = grid(&rows, "bbr ledbat", "rate_mbps", "rtt_ms", "jain");
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn rows_of_a_perf_file() {
+        let f = crate::file::SweepFile::parse(
+            "name = \"t\"\n[environments]\nrate_mbps = [20]\nrtt_ms = [40]\n\
+             [mixes]\nprimaries = [\"cubic\"]\ncontenders = [\"ledbat\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        let plan = SweepPlan::new(&f);
+        let perf: Value = serde_json::from_str(
+            r#"{"cubic-ledbat": {"1": {"all": {"tput": 19.0},
+                "1": {"tput": 15.0, "delay": 60.0, "loss": 0.01, "scheme": "cubic", "start": 0.0},
+                "2": {"tput": 4.0, "delay": 61.0, "loss": 0.02, "scheme": "ledbat", "start": 0.0,
+                      "extra_delay": 30.0},
+                "competition": {"jain": 0.7, "convergence_time": null, "tput_all_active": [15.1, 3.9]}}}}"#,
+        )
+        .unwrap();
+        let rows = point_rows(&plan, plan.point(1).unwrap(), &perf);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].scheme, "ledbat");
+        assert_eq!(rows[1].extra_delay_ms, 30.0);
+        assert_eq!(rows[1].tput_all_active_mbps, Some(3.9));
+        assert_eq!((rows[0].jain, rows[0].convergence_s), (Some(0.7), None));
+        assert_eq!(
+            (rows[0].kind.as_str(), rows[0].env.as_str()),
+            ("pair", "20mbps-40ms")
+        );
+        // Another run id, or an invalid run: no rows.
+        let mut run2 = plan.point(1).unwrap().clone();
+        run2.run = 2;
+        assert!(point_rows(&plan, &run2, &perf).is_empty());
+        let invalid: Value = serde_json::from_str(r#"{"m": {"1": {"valid": false}}}"#).unwrap();
+        assert!(point_rows(&plan, plan.point(1).unwrap(), &invalid).is_empty());
+    }
+}

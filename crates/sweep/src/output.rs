@@ -1,0 +1,196 @@
+//! What a sweep leaves for the researcher, in its results directory:
+//!
+//! - `sweep.csv` and `sweep.parquet`: the tidy table ([`crate::collect::Row`], one row per
+//!   environment × mix × run × flow);
+//! - `sweep_ratio_cdf.png`: per (primary, contender), the CDF over environments of the
+//!   primary's throughput ratio (PCC Proteus paper, Fig. 10);
+//! - `sweep_heatmap_<mix>.png`: per mix, the heatmap's value over its two axes;
+//! - `sweep_summary.md`: the points' status, and per pair the median throughput ratio and the
+//!   share of environments where it is ≥ 0.9.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use analyzer::report::{cdf_plot, heatmap_plot, CdfSeries};
+use analyzer::table::{self, Values};
+
+use crate::collect::{grid, pairs, PairSummary, Row, UNHARMED_RATIO};
+use crate::exec::Status;
+use crate::plan::SweepPlan;
+
+/// A scheme's label and colour (a matplotlib name), from its descriptor.
+pub type Style<'a> = &'a dyn Fn(&str) -> (String, String);
+
+/// The tidy table's columns.
+fn columns(rows: &[Row]) -> Vec<(&'static str, Values)> {
+    let f = |get: fn(&Row) -> Option<f64>| Values::F64(rows.iter().map(get).collect());
+    let s = |get: fn(&Row) -> Option<String>| Values::Str(rows.iter().map(get).collect());
+    let u = |get: fn(&Row) -> u32| Values::U32(rows.iter().map(get).collect());
+    vec![
+        ("point", u(|r| r.point)),
+        ("env", s(|r| Some(r.env.clone()))),
+        ("rate_mbps", f(|r| r.rate_mbps)),
+        ("rtt_ms", f(|r| r.rtt_ms)),
+        ("buffer_bdp", f(|r| r.buffer_bdp)),
+        ("buffer_packets", f(|r| r.buffer_packets)),
+        ("loss_rate", f(|r| r.loss_rate)),
+        ("emulator", s(|r| r.emulator.clone())),
+        ("mix", s(|r| Some(r.mix.clone()))),
+        ("kind", s(|r| Some(r.kind.clone()))),
+        ("primary", s(|r| r.primary.clone())),
+        ("contender", s(|r| r.contender.clone())),
+        ("run", u(|r| r.run)),
+        ("flow", u(|r| r.flow)),
+        ("scheme", s(|r| Some(r.scheme.clone()))),
+        ("start_s", f(|r| Some(r.start_s))),
+        ("extra_delay_ms", f(|r| Some(r.extra_delay_ms))),
+        ("tput_mbps", f(|r| r.tput_mbps)),
+        ("p95_delay_ms", f(|r| r.p95_delay_ms)),
+        ("loss", f(|r| r.loss)),
+        ("tput_all_active_mbps", f(|r| r.tput_all_active_mbps)),
+        ("tput_ratio", f(|r| r.tput_ratio)),
+        ("tput_harm", f(|r| r.tput_harm)),
+        ("delay_harm", f(|r| r.delay_harm)),
+        ("jain", f(|r| r.jain)),
+        ("convergence_s", f(|r| r.convergence_s)),
+    ]
+}
+
+/// The summary's table of pairs, in Markdown.
+pub fn pairs_table(pairs: &[PairSummary], style: Style) -> String {
+    let mut s = format!(
+        "| primary | contender | environments | median throughput ratio | share with ratio ≥ \
+         {UNHARMED_RATIO} |\n|---|---|---|---|---|\n"
+    );
+    for p in pairs {
+        let num = |v: Option<f64>, pct: bool| match v {
+            Some(v) if pct => format!("{:.1} %", v * 100.0),
+            Some(v) => format!("{v:.3}"),
+            None => "—".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            style(&p.primary).0,
+            style(&p.contender).0,
+            p.ratios.len(),
+            num(p.median_ratio(), false),
+            num(p.share_unharmed(), true)
+        );
+    }
+    s
+}
+
+/// Writes the table, plots and summary of the sweep in `dir` from `rows`; returns the
+/// summary's text. Plots that cannot be drawn are named in the summary, not fatal.
+pub fn write(
+    dir: &Path,
+    plan: &SweepPlan,
+    status: &Status,
+    rows: &[Row],
+    style: Style,
+) -> anyhow::Result<String> {
+    table::write(
+        columns(rows),
+        &dir.join("sweep.csv"),
+        &dir.join("sweep.parquet"),
+    )?;
+    let mut md = format!("# Sweep {}\n\n{}.\n\n", plan.file.name, status.line());
+    if !status.failed.is_empty() {
+        let ids: Vec<String> = status.failed.iter().map(|i| format!("p{i:04}")).collect();
+        let _ = writeln!(
+            md,
+            "Failed points (their errors are in points/<id>/point.json): {}.\n",
+            ids.join(", ")
+        );
+    }
+    let _ = writeln!(
+        md,
+        "{} rows in `sweep.csv` and `sweep.parquet`: one per environment × mix × run × flow.\n",
+        rows.len()
+    );
+    let pairs = pairs(rows);
+    let mut problems = Vec::new();
+    if !pairs.is_empty() {
+        md.push_str("## Primary flow throughput ratio (competing ÷ alone)\n\n");
+        md.push_str(&pairs_table(&pairs, style));
+        let mut primaries: Vec<&str> = Vec::new();
+        let series: Vec<CdfSeries> = pairs
+            .iter()
+            .map(|p| {
+                if !primaries.contains(&p.primary.as_str()) {
+                    primaries.push(&p.primary);
+                }
+                let contenders = &plan.file.mixes.contenders;
+                CdfSeries {
+                    label: format!("{} vs {}", style(&p.primary).0, style(&p.contender).0),
+                    color: style(&p.primary).1,
+                    dash: contenders
+                        .iter()
+                        .position(|c| *c == p.contender)
+                        .unwrap_or(0),
+                    values: p.ratios.iter().map(|r| r.1).collect(),
+                }
+            })
+            .collect();
+        let path = dir.join("sweep_ratio_cdf.png");
+        let title = "Primary flow throughput ratio over the environments";
+        match cdf_plot(
+            &path,
+            title,
+            "Throughput ratio (competing ÷ alone)",
+            Some(UNHARMED_RATIO),
+            &series,
+        ) {
+            Ok(()) => md.push_str("\n![ratio CDF](sweep_ratio_cdf.png)\n"),
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    let h = &plan.file.heatmap;
+    let mut mixes: Vec<&str> = Vec::new();
+    for p in plan.points.iter().filter(|p| !p.solo) {
+        if !mixes.contains(&p.mix.as_str()) {
+            mixes.push(&p.mix);
+        }
+    }
+    let _ = writeln!(md, "\n## Heatmaps: {} over {} × {}\n", h.value, h.x, h.y);
+    for mix in mixes {
+        let (xs, ys, values) = grid(rows, mix, &h.x, &h.y, &h.value);
+        if xs.is_empty() || ys.is_empty() {
+            continue;
+        }
+        let file = format!("sweep_heatmap_{}.png", mix.replace(' ', "_"));
+        let title = format!("{mix}: {} (median)", h.value);
+        match heatmap_plot(&dir.join(&file), &title, (&h.x, &h.y), &xs, &ys, &values) {
+            Ok(()) => {
+                let _ = writeln!(md, "![{mix}]({file})");
+            }
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    for p in problems {
+        let _ = writeln!(md, "\nPlot not drawn: {p}");
+    }
+    std::fs::write(dir.join("sweep_summary.md"), &md)?;
+    Ok(md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_table_gives_median_and_share() {
+        let p = PairSummary {
+            primary: "cubic".into(),
+            contender: "ledbat".into(),
+            ratios: vec![("a".into(), 0.95), ("b".into(), 0.5), ("c".into(), 0.92)],
+        };
+        let style = |s: &str| (s.to_uppercase(), "blue".to_owned());
+        let t = pairs_table(&[p], &style);
+        assert!(
+            t.ends_with("| CUBIC | LEDBAT | 3 | 0.920 | 66.7 % |\n"),
+            "{t}"
+        );
+    }
+}

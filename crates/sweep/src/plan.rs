@@ -1,0 +1,470 @@
+//! A sweep frozen into numbered points: `sweep_plan.json` in the results directory. A point
+//! is one experiment (one run of one mix in one environment), the unit that is run, skipped
+//! when done, and re-run when it failed, whatever runs it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+use crate::file::SweepFile;
+
+/// The frozen plan's file in the results directory.
+pub const PLAN_FILE: &str = "sweep_plan.json";
+/// Bytes of the packet a BDP is counted in (a full-MTU IP packet).
+pub const BDP_PACKET_BYTES: f64 = 1500.0;
+
+/// One environment: a grid cell (constant-rate link, RTT, DropTail buffer, loss) or a named
+/// emulator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    /// Link rate both ways, Mbit/s (grid cells).
+    pub rate_mbps: Option<f64>,
+    /// Minimum RTT, ms (grid cells).
+    pub rtt_ms: Option<u32>,
+    /// The buffer in BDPs, when the grid gave it so.
+    pub buffer_bdp: Option<f64>,
+    /// The DropTail buffer each way, packets (grid cells; from `buffer_bdp` when given so).
+    pub buffer_packets: Option<u32>,
+    /// Uplink random loss rate.
+    pub loss: f64,
+    /// A named emulator of the library.
+    pub emulator: Option<String>,
+}
+
+impl Environment {
+    /// A short unique label: `20mbps-40ms-1bdp`, `20mbps-40ms-66pkts-loss0.01`, or the
+    /// emulator's name.
+    pub fn label(&self) -> String {
+        if let Some(e) = &self.emulator {
+            return e.clone();
+        }
+        let mut s = format!(
+            "{}mbps-{}ms",
+            self.rate_mbps.unwrap_or(0.0),
+            self.rtt_ms.unwrap_or(0)
+        );
+        match (self.buffer_bdp, self.buffer_packets) {
+            (Some(b), _) => s.push_str(&format!("-{b}bdp")),
+            (None, Some(p)) => s.push_str(&format!("-{p}pkts")),
+            _ => {}
+        }
+        if self.loss > 0.0 {
+            s.push_str(&format!("-loss{}", self.loss));
+        }
+        s
+    }
+
+    /// The value of axis `axis` ([`crate::file::AXES`]), if the environment has it.
+    pub fn axis(&self, axis: &str) -> Option<f64> {
+        match axis {
+            "rate_mbps" => self.rate_mbps,
+            "rtt_ms" => self.rtt_ms.map(f64::from),
+            "buffer_bdp" => self.buffer_bdp,
+            "buffer_packets" => self.buffer_packets.map(f64::from),
+            "loss" => self.emulator.is_none().then_some(self.loss),
+            _ => None,
+        }
+    }
+
+    /// The trace file of a grid cell, in `traces` (`20mbps.trace`).
+    fn trace(&self, traces: &Path) -> Option<PathBuf> {
+        self.rate_mbps
+            .map(|r| traces.join(format!("{r}mbps.trace")))
+    }
+
+    /// `pantheon run local`'s emulator flags for this environment, its trace in `traces`.
+    pub fn run_args(&self, traces: &Path) -> Vec<String> {
+        if let Some(e) = &self.emulator {
+            return vec!["--emulator".into(), e.clone()];
+        }
+        let trace = self.trace(traces).unwrap_or_default().display().to_string();
+        let mut prepend = format!("mm-delay {}", self.rtt_ms.unwrap_or(0) / 2);
+        if self.loss > 0.0 {
+            prepend.push_str(&format!(" mm-loss uplink {}", self.loss));
+        }
+        let mut args = vec![
+            "--uplink-trace".into(),
+            trace.clone(),
+            "--downlink-trace".into(),
+            trace,
+            "--prepend-mm-cmds".into(),
+            prepend,
+        ];
+        if let Some(p) = self.buffer_packets {
+            args.push("--extra-mm-link-args".into());
+            args.push(format!(
+                "--uplink-queue=droptail --uplink-queue-args=packets={p} \
+                 --downlink-queue=droptail --downlink-queue-args=packets={p}"
+            ));
+        }
+        args
+    }
+}
+
+/// `buffer` BDPs of a `rate_mbps` link with `rtt_ms` of RTT, in 1500-byte packets (rounded,
+/// at least 2).
+pub fn bdp_packets(rate_mbps: f64, rtt_ms: u32, buffer: f64) -> u32 {
+    let bytes = rate_mbps * 1e6 / 8.0 * f64::from(rtt_ms) / 1e3;
+    ((bytes * buffer / BDP_PACKET_BYTES).round() as u32).max(2)
+}
+
+/// One point: one run of one mix in one environment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// Its number, from 1.
+    pub id: u32,
+    /// Index of its environment in [`SweepPlan::environments`].
+    pub env: usize,
+    /// The mix in `--mix` form (a solo run is a mix of one flow).
+    pub mix: String,
+    /// A primary alone: a baseline of the throughput ratio.
+    pub solo: bool,
+    /// Flow 1's scheme when the mix is a (primary, contender) pair.
+    pub primary: Option<String>,
+    /// Flow 2's scheme when the mix is a pair.
+    pub contender: Option<String>,
+    /// Which run of this (environment, mix), from 1 (its run id in its results).
+    pub run: u32,
+    /// The emulator's seed.
+    pub seed: u64,
+}
+
+/// A sweep file frozen into points.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPlan {
+    /// The sweep file it was made from.
+    pub file: SweepFile,
+    /// The environments, in the order of the points.
+    pub environments: Vec<Environment>,
+    /// The points, by id (point `i` at index `i − 1`).
+    pub points: Vec<Point>,
+}
+
+impl SweepPlan {
+    /// Expands a sweep file: every environment × every mix (pairs, the list, solo primaries)
+    /// × every run, numbered in that order.
+    pub fn new(file: &SweepFile) -> SweepPlan {
+        let environments = environments(file);
+        let m = &file.mixes;
+        let mut mixes: Vec<(String, bool, Option<String>, Option<String>)> = Vec::new();
+        for p in &m.primaries {
+            for c in &m.contenders {
+                mixes.push((format!("{p} {c}"), false, Some(p.clone()), Some(c.clone())));
+            }
+        }
+        mixes.extend(m.list.iter().map(|l| (l.clone(), false, None, None)));
+        if m.solo {
+            mixes.extend(m.primaries.iter().map(|p| (p.clone(), true, None, None)));
+        }
+        let mut points = Vec::new();
+        for env in 0..environments.len() {
+            for (mix, solo, primary, contender) in &mixes {
+                for run in 1..=file.runs {
+                    let id = points.len() as u32 + 1;
+                    points.push(Point {
+                        id,
+                        env,
+                        mix: mix.clone(),
+                        solo: *solo,
+                        primary: primary.clone(),
+                        contender: contender.clone(),
+                        run,
+                        seed: file.seed + u64::from(id),
+                    });
+                }
+            }
+        }
+        SweepPlan {
+            file: file.clone(),
+            environments,
+            points,
+        }
+    }
+
+    /// Point `id`; errors if there is none.
+    pub fn point(&self, id: u32) -> anyhow::Result<&Point> {
+        self.points
+            .get((id as usize).wrapping_sub(1))
+            .with_context(|| format!("no point {id}: the sweep has {}", self.points.len()))
+    }
+
+    /// The directory of the traces the grid's links use.
+    pub fn traces_dir(dir: &Path) -> PathBuf {
+        dir.join("traces")
+    }
+
+    /// Writes the plan and the grid's traces into `dir` (created), or, if `dir` holds a plan
+    /// already, checks it is this one (the same points: a sweep is resumed, never mixed with
+    /// another) and keeps it.
+    pub fn freeze(&self, dir: &Path) -> anyhow::Result<()> {
+        let path = dir.join(PLAN_FILE);
+        if path.exists() {
+            let old = SweepPlan::load(dir)?;
+            if old.points != self.points || old.environments != self.environments {
+                bail!(
+                    "{} holds another sweep ({} points; this one has {}): give another --out, \
+                     or remove it",
+                    dir.display(),
+                    old.points.len(),
+                    self.points.len()
+                );
+            }
+            return Ok(());
+        }
+        let traces = SweepPlan::traces_dir(dir);
+        std::fs::create_dir_all(&traces).with_context(|| format!("create {}", traces.display()))?;
+        for env in &self.environments {
+            if let (Some(trace), Some(rate)) = (env.trace(&traces), env.rate_mbps) {
+                if !trace.exists() {
+                    engine::plan::write_constant_trace(&trace, rate)?;
+                }
+            }
+        }
+        let text = serde_json::to_string_pretty(self)?;
+        let tmp = dir.join(format!("{PLAN_FILE}.tmp"));
+        std::fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))
+    }
+
+    /// Reads the plan of results directory `dir`.
+    pub fn load(dir: &Path) -> anyhow::Result<SweepPlan> {
+        let path = dir.join(PLAN_FILE);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("read {} (is it a sweep's directory?)", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("read {}", path.display()))
+    }
+
+    /// Checks that every scheme of every mix is in `registry` and every named emulator in the
+    /// library; errors name the mix or the emulator.
+    pub fn check(&self, registry: &engine::schemes::Registry) -> anyhow::Result<()> {
+        let mut seen: Vec<&str> = Vec::new();
+        for p in &self.points {
+            if seen.contains(&p.mix.as_str()) {
+                continue;
+            }
+            let mix =
+                engine::mix::parse_short(&p.mix).with_context(|| format!("mix `{}`", p.mix))?;
+            for s in mix.schemes() {
+                registry
+                    .get(&s)
+                    .with_context(|| format!("mix `{}`", p.mix))?;
+            }
+            seen.push(&p.mix);
+        }
+        for e in self.environments.iter().filter_map(|e| e.emulator.as_ref()) {
+            emucal::presets::find(e).map_err(|m| anyhow::anyhow!("environments.emulators: {m}"))?;
+        }
+        Ok(())
+    }
+
+    /// `pantheon run local`'s arguments for point `p`, its results going to `data_dir`.
+    pub fn run_args(&self, dir: &Path, p: &Point, data_dir: &Path) -> Vec<String> {
+        let mut args: Vec<String> = vec![
+            "--mix".into(),
+            p.mix.clone(),
+            "--runtime".into(),
+            self.file.runtime.to_string(),
+            "--run-times".into(),
+            "1".into(),
+            "--start-run-id".into(),
+            p.run.to_string(),
+            "--seed".into(),
+            p.seed.to_string(),
+            "--data-dir".into(),
+            data_dir.display().to_string(),
+        ];
+        args.extend(self.environments[p.env].run_args(&SweepPlan::traces_dir(dir)));
+        args
+    }
+}
+
+/// The environments of a sweep file: the grid's product, then the named emulators.
+fn environments(file: &SweepFile) -> Vec<Environment> {
+    let e = &file.environments;
+    let losses = if e.loss.is_empty() {
+        vec![0.0]
+    } else {
+        e.loss.clone()
+    };
+    let mut out = Vec::new();
+    for &rate in &e.rate_mbps {
+        for &rtt in &e.rtt_ms {
+            let buffers: Vec<(Option<f64>, Option<u32>)> = if !e.buffer_bdp.is_empty() {
+                e.buffer_bdp
+                    .iter()
+                    .map(|&b| (Some(b), Some(bdp_packets(rate, rtt, b))))
+                    .collect()
+            } else if !e.buffer_packets.is_empty() {
+                e.buffer_packets.iter().map(|&p| (None, Some(p))).collect()
+            } else {
+                vec![(None, None)]
+            };
+            for (buffer_bdp, buffer_packets) in buffers {
+                for &loss in &losses {
+                    out.push(Environment {
+                        rate_mbps: Some(rate),
+                        rtt_ms: Some(rtt),
+                        buffer_bdp,
+                        buffer_packets,
+                        loss,
+                        emulator: None,
+                    });
+                }
+            }
+        }
+    }
+    out.extend(e.emulators.iter().map(|name| Environment {
+        rate_mbps: None,
+        rtt_ms: None,
+        buffer_bdp: None,
+        buffer_packets: None,
+        loss: 0.0,
+        emulator: Some(name.clone()),
+    }));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file() -> SweepFile {
+        SweepFile::parse(
+            r#"
+name = "t"
+runs = 2
+seed = 10
+[environments]
+rate_mbps = [20, 50]
+rtt_ms = [40]
+buffer_bdp = [0.5, 2]
+emulators = ["nepal-aws-india"]
+[mixes]
+primaries = ["cubic", "bbr"]
+contenders = ["ledbat"]
+list = ["cubic cubic+60"]
+"#,
+            "t.toml",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn bdp_in_packets() {
+        // 20 Mbit/s × 40 ms = 100 000 bytes = 66.7 packets of 1500 bytes.
+        assert_eq!(bdp_packets(20.0, 40, 1.0), 67);
+        assert_eq!(bdp_packets(20.0, 40, 0.5), 33);
+        assert_eq!(bdp_packets(10.0, 20, 16.0), 267);
+        assert_eq!(bdp_packets(1.0, 2, 0.5), 2);
+    }
+
+    #[test]
+    fn points_are_environments_times_mixes_times_runs() {
+        let plan = SweepPlan::new(&file());
+        // 2 rates × 1 RTT × 2 buffers + 1 emulator = 5 environments; mixes: 2 pairs, 1 listed,
+        // 2 solo primaries = 5; 2 runs each.
+        assert_eq!(plan.environments.len(), 5);
+        assert_eq!(plan.points.len(), 5 * 5 * 2);
+        let labels: Vec<String> = plan.environments.iter().map(Environment::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "20mbps-40ms-0.5bdp",
+                "20mbps-40ms-2bdp",
+                "50mbps-40ms-0.5bdp",
+                "50mbps-40ms-2bdp",
+                "nepal-aws-india"
+            ]
+        );
+        let p = plan.point(1).unwrap();
+        assert_eq!(
+            (p.env, p.mix.as_str(), p.run, p.seed),
+            (0, "cubic ledbat", 1, 11)
+        );
+        assert_eq!(p.primary.as_deref(), Some("cubic"));
+        let p = plan.point(2).unwrap();
+        assert_eq!((p.mix.as_str(), p.run), ("cubic ledbat", 2));
+        let p = plan.point(7).unwrap();
+        assert_eq!((p.mix.as_str(), p.solo), ("cubic", true));
+        assert!(plan.point(51).is_err() && plan.point(0).is_err());
+        let ids: Vec<u32> = plan.points.iter().map(|p| p.id).collect();
+        assert_eq!(ids, (1..=50).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn run_arguments_give_the_environment_to_run_local() {
+        let plan = SweepPlan::new(&file());
+        let dir = Path::new("/s");
+        let args = plan.run_args(dir, plan.point(3).unwrap(), Path::new("/s/tmp"));
+        let text = args.join("|");
+        assert!(text.starts_with("--mix|bbr ledbat|--runtime|30|--run-times|1|--start-run-id|1"));
+        assert!(
+            text.contains("--uplink-trace|/s/traces/20mbps.trace"),
+            "{text}"
+        );
+        assert!(text.contains("--prepend-mm-cmds|mm-delay 20|"), "{text}");
+        assert!(
+            text.contains("packets=33 --downlink-queue=droptail --downlink-queue-args=packets=33")
+        );
+        let last = plan.points.last().unwrap();
+        let args = plan.run_args(dir, last, Path::new("/t"));
+        assert!(args.ends_with(&["--emulator".to_owned(), "nepal-aws-india".to_owned()]));
+    }
+
+    #[test]
+    fn the_shipped_scavenger_sweep_is_seed_002s_evaluation() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../sweeps/scavenger.toml");
+        let f = SweepFile::parse(&std::fs::read_to_string(path).unwrap(), path).unwrap();
+        let plan = SweepPlan::new(&f);
+        plan.check(&engine::schemes::Registry::load(None).unwrap())
+            .unwrap();
+        assert!(plan.environments.len() >= 24);
+        let pairs: Vec<&str> = plan.points[..12].iter().map(|p| p.mix.as_str()).collect();
+        for want in [
+            "cubic ledbat",
+            "bbr cubic",
+            "copa ledbat",
+            "quic_bbr3 ledbat",
+            "quic_bbr3",
+        ] {
+            assert!(pairs.contains(&want), "{want} not in {pairs:?}");
+        }
+        assert_eq!(plan.points.len(), plan.environments.len() * 12);
+    }
+
+    #[test]
+    fn unknown_schemes_and_emulators_are_named() {
+        let registry = engine::schemes::Registry::load(None).unwrap();
+        let mut f = file();
+        f.mixes.list = vec!["cubic nosuch@5".into()];
+        let err = format!("{:#}", SweepPlan::new(&f).check(&registry).unwrap_err());
+        assert!(
+            err.contains("mix `cubic nosuch@5`") && err.contains("nosuch"),
+            "{err}"
+        );
+        let mut f = file();
+        f.environments.emulators = vec!["atlantis".into()];
+        let err = format!("{:#}", SweepPlan::new(&f).check(&registry).unwrap_err());
+        assert!(
+            err.contains("environments.emulators") && err.contains("atlantis"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_plan_is_frozen_once_and_another_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = SweepPlan::new(&file());
+        plan.freeze(dir.path()).unwrap();
+        assert!(dir.path().join("traces/50mbps.trace").exists());
+        assert_eq!(SweepPlan::load(dir.path()).unwrap(), plan);
+        plan.freeze(dir.path()).unwrap();
+        let mut other = file();
+        other.runs = 3;
+        let err = SweepPlan::new(&other).freeze(dir.path()).unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("holds another sweep (50 points; this one has 75)"));
+    }
+}
