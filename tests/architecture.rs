@@ -38,6 +38,7 @@ fn dependencies(package: &str) -> Vec<String> {
 #[test]
 fn only_the_testbed_crate_depends_on_grpc_sqlite_web_and_ssh() {
     for package in [
+        "pantheon-sweep",
         "pantheon-engine",
         "pantheon-analyzer",
         "pantheon-emucal",

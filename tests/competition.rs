@@ -125,6 +125,43 @@ fn cubic_bbr_and_ledbat_join_one_bottleneck_at_0_10_and_20_s() {
 }
 
 #[test]
+fn a_flow_given_extra_delay_has_it_in_its_one_way_delay_alone() {
+    let dir = Dir(std::env::temp_dir().join(format!("pantheon-mix-delay-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let trace = dir.0.join("20mbps.trace");
+    let (code, out) = pantheon(&["trace", "constant", "20", "-o", trace.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let data = dir.0.join("results");
+    let (code, out) = pantheon(&[
+        "run",
+        "local",
+        "--mix",
+        "cubic cubic+50",
+        "--runtime",
+        "6",
+        "--uplink-trace",
+        trace.to_str().unwrap(),
+        "--downlink-trace",
+        trace.to_str().unwrap(),
+        "--prepend-mm-cmds",
+        "mm-delay 10",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let perf = read_json(&data.join("pantheon_perf.json"));
+    let run = &perf["cubic-cubic"]["1"];
+    let min = |flow: &str| run[flow]["min_delay"].as_f64().unwrap();
+    // Both cross mm-delay 10; flow 2's packets wait 50 ms more before the shared queue.
+    assert!((10.0..12.0).contains(&min("1")), "{run}");
+    let extra = min("2") - min("1");
+    assert!((49.0..51.5).contains(&extra), "flow 2 is {extra} ms longer: {run}");
+    assert_eq!(run["2"]["extra_delay"], 50.0, "{run}");
+    assert_eq!(run["1"]["extra_delay"], 0.0, "{run}");
+}
+
+#[test]
 fn bad_mixes_and_config_files_are_refused_before_anything_runs() {
     let dir = std::env::temp_dir().join(format!("pantheon-mix-bad-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
