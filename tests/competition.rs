@@ -25,36 +25,42 @@ fn pantheon(args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text(&out))
 }
 
-#[test]
-fn cubic_bbr_and_ledbat_join_one_bottleneck_at_0_10_and_20_s() {
-    let dir = Dir(std::env::temp_dir().join(format!("pantheon-mix-{}", std::process::id())));
+/// `pantheon run local ARGS…` over a 20 Mbit/s link into `dir` (made afresh); returns its
+/// results directory once it ended well.
+fn run_mix(dir: &Dir, args: &[&str]) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir.0);
     std::fs::create_dir_all(&dir.0).unwrap();
     let trace = dir.0.join("20mbps.trace");
-    let (code, out) = pantheon(&["trace", "constant", "20", "-o", trace.to_str().unwrap()]);
+    let trace = trace.to_str().unwrap();
+    let (code, out) = pantheon(&["trace", "constant", "20", "-o", trace]);
     assert_eq!(code, 0, "{out}");
     let data = dir.0.join("results");
-    // 20 Mbit/s, 40 ms RTT, a one-BDP DropTail queue (100 kB: 66 packets) each way.
-    let (code, out) = pantheon(&[
-        "run",
-        "local",
-        "--mix",
-        "cubic bbr@10 ledbat@20",
-        "--runtime",
-        "30",
-        "--uplink-trace",
-        trace.to_str().unwrap(),
-        "--downlink-trace",
-        trace.to_str().unwrap(),
-        "--prepend-mm-cmds",
-        "mm-delay 20",
-        "--extra-mm-link-args",
-        "--uplink-queue=droptail --uplink-queue-args=packets=66 \
-         --downlink-queue=droptail --downlink-queue-args=packets=66",
-        "--data-dir",
-        data.to_str().unwrap(),
-    ]);
+    let mut all = vec!["run", "local", "--uplink-trace", trace, "--downlink-trace", trace];
+    all.extend(args);
+    all.extend(["--data-dir", data.to_str().unwrap()]);
+    let (code, out) = pantheon(&all);
     assert_eq!(code, 0, "{out}");
+    data
+}
+
+#[test]
+fn cubic_bbr_and_ledbat_join_one_bottleneck_at_0_10_and_20_s() {
+    let dir = Dir(std::env::temp_dir().join(format!("pantheon-mix-{}", std::process::id())));
+    // 20 Mbit/s, 40 ms RTT, a one-BDP DropTail queue (100 kB: 66 packets) each way.
+    let data = run_mix(
+        &dir,
+        &[
+            "--mix",
+            "cubic bbr@10 ledbat@20",
+            "--runtime",
+            "30",
+            "--prepend-mm-cmds",
+            "mm-delay 20",
+            "--extra-mm-link-args",
+            "--uplink-queue=droptail --uplink-queue-args=packets=66 \
+             --downlink-queue=droptail --downlink-queue-args=packets=66",
+        ],
+    );
 
     // The flows and their schemes are in the metadata; the run is filed under the mix's name.
     let meta = read_json(&data.join("pantheon_metadata.json"));
@@ -127,29 +133,10 @@ fn cubic_bbr_and_ledbat_join_one_bottleneck_at_0_10_and_20_s() {
 #[test]
 fn a_flow_given_extra_delay_has_it_in_its_one_way_delay_alone() {
     let dir = Dir(std::env::temp_dir().join(format!("pantheon-mix-delay-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let trace = dir.0.join("20mbps.trace");
-    let (code, out) = pantheon(&["trace", "constant", "20", "-o", trace.to_str().unwrap()]);
-    assert_eq!(code, 0, "{out}");
-    let data = dir.0.join("results");
-    let (code, out) = pantheon(&[
-        "run",
-        "local",
-        "--mix",
-        "cubic cubic+50",
-        "--runtime",
-        "6",
-        "--uplink-trace",
-        trace.to_str().unwrap(),
-        "--downlink-trace",
-        trace.to_str().unwrap(),
-        "--prepend-mm-cmds",
-        "mm-delay 10",
-        "--data-dir",
-        data.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{out}");
+    let data = run_mix(
+        &dir,
+        &["--mix", "cubic cubic+50", "--runtime", "6", "--prepend-mm-cmds", "mm-delay 10"],
+    );
     let perf = read_json(&data.join("pantheon_perf.json"));
     let run = &perf["cubic-cubic"]["1"];
     let min = |flow: &str| run[flow]["min_delay"].as_f64().unwrap();

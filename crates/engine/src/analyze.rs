@@ -602,8 +602,8 @@ fn clock_warning(offsets: &ClockOffsets, meta: &Metadata) -> Option<String> {
 /// as Pantheon; ours add `"flags"` (the run's warnings) where there are any, and an invalid
 /// run (logs not to be believed) is `{"valid": false, "flags": […]}`, without numbers. A
 /// mixed run is filed under the mix's name; each of its flows adds `"scheme"`, `"start"`,
-/// `"stop"` and `"measured_start"` (s) and `"extra_delay"` (ms) (and with a solo baseline `"tput_ratio"`,
-/// `"tput_harm"` and `"delay_harm"`), and the run adds `"competition"`: `{"jain",
+/// `"stop"` and `"measured_start"` (s) and `"extra_delay"` (ms) (and with a solo baseline
+/// `"tput_ratio"`, `"tput_harm"` and `"delay_harm"`), and the run adds `"competition"`: `{"jain",
 /// "jain_per_s", "convergence_time", "all_active": [from, to], "tput_all_active",
 /// "tput_per_s": [[flow 1's Mbit/s in each second], …]}`.
 fn write_perf(dir: &Path, results: &Results) -> anyhow::Result<()> {
