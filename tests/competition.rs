@@ -35,7 +35,14 @@ fn run_mix(dir: &Dir, args: &[&str]) -> PathBuf {
     let (code, out) = pantheon(&["trace", "constant", "20", "-o", trace]);
     assert_eq!(code, 0, "{out}");
     let data = dir.0.join("results");
-    let mut all = vec!["run", "local", "--uplink-trace", trace, "--downlink-trace", trace];
+    let mut all = vec![
+        "run",
+        "local",
+        "--uplink-trace",
+        trace,
+        "--downlink-trace",
+        trace,
+    ];
     all.extend(args);
     all.extend(["--data-dir", data.to_str().unwrap()]);
     let (code, out) = pantheon(&all);
@@ -104,6 +111,13 @@ fn cubic_bbr_and_ledbat_join_one_bottleneck_at_0_10_and_20_s() {
     let (from, to) = (active[0].as_f64().unwrap(), active[1].as_f64().unwrap());
     assert!((20.0..21.0).contains(&from) && to > 29.0, "{c}");
     assert!(c["jain_per_s"].as_array().unwrap().len() >= 8, "{c}");
+    // Per scheme: one flow each here, so each scheme's share is its flow's.
+    let shares: f64 = ["cubic", "bbr", "ledbat"]
+        .iter()
+        .map(|s| c["per_scheme"][s]["share"].as_f64().unwrap())
+        .sum();
+    assert!((shares - 1.0).abs() < 1e-9, "{c}");
+    assert_eq!(c["per_scheme"]["bbr"]["flows"], 1, "{c}");
 
     // The summary, the HTML and the PDF report have the competition table and plot.
     let md = std::fs::read_to_string(data.join("pantheon_summary.md")).unwrap();
@@ -112,6 +126,10 @@ fn cubic_bbr_and_ledbat_join_one_bottleneck_at_0_10_and_20_s() {
         "{md}"
     );
     assert!(md.contains("| 3 | LEDBAT |"), "{md}");
+    assert!(
+        md.contains("Per scheme while all were active: TCP Cubic (1 flow)"),
+        "{md}"
+    );
     assert!(data.join("cubic-bbr-ledbat_competition_run1.png").is_file());
     let html = std::fs::read_to_string(data.join("pantheon_report.html")).unwrap();
     assert!(
@@ -135,7 +153,14 @@ fn a_flow_given_extra_delay_has_it_in_its_one_way_delay_alone() {
     let dir = Dir(std::env::temp_dir().join(format!("pantheon-mix-delay-{}", std::process::id())));
     let data = run_mix(
         &dir,
-        &["--mix", "cubic cubic+50", "--runtime", "6", "--prepend-mm-cmds", "mm-delay 10"],
+        &[
+            "--mix",
+            "cubic cubic+50",
+            "--runtime",
+            "6",
+            "--prepend-mm-cmds",
+            "mm-delay 10",
+        ],
     );
     let perf = read_json(&data.join("pantheon_perf.json"));
     let run = &perf["cubic-cubic"]["1"];
@@ -143,7 +168,10 @@ fn a_flow_given_extra_delay_has_it_in_its_one_way_delay_alone() {
     // Both cross mm-delay 10; flow 2's packets wait 50 ms more before the shared queue.
     assert!((10.0..12.0).contains(&min("1")), "{run}");
     let extra = min("2") - min("1");
-    assert!((49.0..51.5).contains(&extra), "flow 2 is {extra} ms longer: {run}");
+    assert!(
+        (49.0..51.5).contains(&extra),
+        "flow 2 is {extra} ms longer: {run}"
+    );
     assert_eq!(run["2"]["extra_delay"], 50.0, "{run}");
     assert_eq!(run["1"]["extra_delay"], 0.0, "{run}");
 }
@@ -172,6 +200,10 @@ fn bad_mixes_and_config_files_are_refused_before_anything_runs() {
         (
             vec!["--mix", "cubic", "--flows", "2"],
             "cannot be used with",
+        ),
+        (
+            vec!["--mix", "cubic ledbat", "--baseline", "/nonexistent/solo"],
+            "--baseline",
         ),
     ] {
         let mut all = vec!["run", "local", "--data-dir", data_s];

@@ -108,7 +108,48 @@ impl Competition {
             )],
             None => vec!["The flows were never all active at once: no Jain's index.".to_owned()],
         };
+        let mut notes = notes;
+        if self.active_s.is_some() {
+            let shares: Vec<String> = self
+                .per_scheme()
+                .iter()
+                .map(|(scheme, n, tput, share)| {
+                    format!(
+                        "{} ({n} flow{}) {tput:.2} Mbit/s, {}",
+                        label(registry, scheme),
+                        if *n == 1 { "" } else { "s" },
+                        num(share.map(|s| s * 100.0), 1) + " %"
+                    )
+                })
+                .collect();
+            notes.push(format!(
+                "Per scheme while all were active: {}.",
+                shares.join("; ")
+            ));
+        }
         (header, rows, notes)
+    }
+
+    /// Per scheme of the mix, in flow order: its flows, their summed throughput while all
+    /// flows were active (Mbit/s) and its share of everyone's then (`None` if nothing was
+    /// carried).
+    fn per_scheme(&self) -> Vec<(String, usize, f64, Option<f64>)> {
+        let total: f64 = self.sharing.tput_mbps.iter().sum();
+        let mut out: Vec<(String, usize, f64, Option<f64>)> = Vec::new();
+        for (i, f) in self.flows.iter().enumerate() {
+            let tput = self.sharing.tput_mbps.get(i).copied().unwrap_or(0.0);
+            match out.iter_mut().find(|s| s.0 == f.spec.scheme) {
+                Some(s) => {
+                    s.1 += 1;
+                    s.2 += tput;
+                }
+                None => out.push((f.spec.scheme.clone(), 1, tput, None)),
+            }
+        }
+        for s in &mut out {
+            s.3 = (total > 0.0).then(|| s.2 / total);
+        }
+        out
     }
 
     /// Flow `id`, if the mix has it.
@@ -125,6 +166,9 @@ impl Competition {
             "all_active": self.active_s.map(|(a, b)| [a, b]),
             "tput_all_active": self.sharing.tput_mbps,
             "tput_per_s": self.sharing.tput_per_bucket,
+            "per_scheme": self.per_scheme().iter().map(|(scheme, n, tput, share)| {
+                (scheme.clone(), json!({"flows": n, "tput_all_active": tput, "share": share}))
+            }).collect::<serde_json::Map<String, Value>>(),
         })
     }
 
@@ -605,7 +649,8 @@ fn clock_warning(offsets: &ClockOffsets, meta: &Metadata) -> Option<String> {
 /// `"stop"` and `"measured_start"` (s) and `"extra_delay"` (ms) (and with a solo baseline
 /// `"tput_ratio"`, `"tput_harm"` and `"delay_harm"`), and the run adds `"competition"`: `{"jain",
 /// "jain_per_s", "convergence_time", "all_active": [from, to], "tput_all_active",
-/// "tput_per_s": [[flow 1's Mbit/s in each second], …]}`.
+/// "tput_per_s": [[flow 1's Mbit/s in each second], …], "per_scheme": {scheme: {"flows",
+/// "tput_all_active", "share"}}}`.
 fn write_perf(dir: &Path, results: &Results) -> anyhow::Result<()> {
     let mut perf = serde_json::Map::new();
     for (scheme, runs) in results {

@@ -377,6 +377,11 @@ pub(crate) fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     for trace in [&a.uplink_trace, &a.downlink_trace].into_iter().flatten() {
         emucal::trace::Trace::load(trace)?;
     }
+    let baseline = a
+        .baseline
+        .as_deref()
+        .map(|b| plan.check_baseline(b))
+        .transpose()?;
     engine::clean::before_creating_namespaces("pantheon run local")?;
     let existing = prepare_dir(&a.common)?;
     plan.start_run_id = first_run_id(&a.common, &existing);
@@ -388,11 +393,7 @@ pub(crate) fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     }
     let netns_prefix = format!("pt-{}", std::process::id());
     let mut metadata = plan.metadata(&registry);
-    metadata.baseline = a
-        .baseline
-        .as_deref()
-        .map(|b| plan.check_baseline(b))
-        .transpose()?;
+    metadata.baseline = baseline;
     metadata.netns_prefix = Some(netns_prefix.clone());
     metadata.emulator_preset = a.emulator.clone();
     if let Existing::Append(earlier) = &existing {
