@@ -451,6 +451,55 @@ fn an_ntp_offset_for_one_node_shifts_its_timestamps_by_exactly_that_offset() {
     assert!(min_0 >= 27.9 && min >= 67.9, "min {min_0} → {min}");
 }
 
+#[test]
+fn a_mix_runs_between_two_agents_each_flow_with_its_scheme_and_start() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tb = Testbed::new("x");
+    // What a real path cannot do is refused before anything starts.
+    for (mix, says) in [
+        ("cubic bbr@1-3", "flow 2 (bbr@1-3): stopping a flow"),
+        (
+            "cubic cubic+20",
+            "flow 2 (cubic+20): a per-flow extra delay needs the emulator",
+        ),
+    ] {
+        let (dir, out) = tb.run_remote("refused", &["--runtime", "4", "--mix", mix]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains(says), "{}", text(&out));
+        assert!(!dir.exists(), "{mix}: created {}", dir.display());
+    }
+    let (dir, out) = tb.run_remote(
+        "mix",
+        &[
+            "--runtime",
+            "6",
+            "--mix",
+            "cubic bbr@2",
+            "--sender",
+            "remote",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let meta = read_json(&dir.join("pantheon_metadata.json"));
+    assert_eq!(meta["cc_schemes"], serde_json::json!(["cubic-bbr"]));
+    assert_eq!(meta["mix"]["flows"][1]["scheme"], "bbr");
+    let run = &read_json(&dir.join("pantheon_perf.json"))["cubic-bbr"]["1"];
+    for (flow, scheme, start) in [("1", "cubic", 0.0), ("2", "bbr", 2.0)] {
+        assert_eq!(run[flow]["scheme"], scheme, "{run}");
+        // Two nodes' clocks, NTP-corrected: the start as the logs have it, within 20 ms.
+        let measured = run[flow]["measured_start"].as_f64().unwrap();
+        assert!(
+            (measured - start).abs() < 0.020,
+            "flow {flow} at {measured} s: {run}"
+        );
+        assert!(run[flow]["tput"].as_f64().unwrap() > 0.5, "{run}");
+    }
+    assert!(run["competition"]["jain"].as_f64().is_some(), "{run}");
+    assert!(dir
+        .join("cubic-bbr_datalink_run1_flow2.egress.ptlog")
+        .exists());
+}
+
 /// What run 1 left in `dir`, by name: its packet logs and the outputs of its scheme's sides
 /// (`*_run1_*`; not the stats log and plots, which every analysis writes anew).
 fn run1_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {

@@ -690,57 +690,32 @@ pub struct FlowStyle {
 }
 
 /// The competition plot of a mixed run (`<name>_competition_run<N>.png`, SVG or PNG by
-/// extension): above, each flow's throughput out of the path (`ts`'s egress bins, 1 s in the
-/// analysis) over time; below, each flow's per-packet one-way delay; one colour per scheme,
-/// flows of one scheme dashed differently ([`FlowStyle`]). As the PCC Proteus paper's Fig. 14
-/// and the Pantheon paper's Fig. 7b.
+/// extension): at the top, each flow's throughput out of the path in `fine`'s bins (500 ms in
+/// the analysis), then in `ts`'s (1 s), then each flow's per-packet one-way delay; one colour
+/// per scheme, flows of one scheme dashed differently ([`FlowStyle`]). As the PCC Proteus
+/// paper's Fig. 14 and the Pantheon paper's Fig. 7b.
 pub fn competition_plot(
     path: &Path,
+    fine: &TimeSeries,
     ts: &TimeSeries,
     styles: &[FlowStyle],
 ) -> Result<(), PlotError> {
-    to_file!(path, (1200, 900), draw_competition, ts, styles)
+    to_file!(path, (1200, 1300), draw_competition, fine, ts, styles)
 }
 
 fn draw_competition<DB: DrawingBackend>(
     root: Area<DB>,
+    fine: &TimeSeries,
     ts: &TimeSeries,
     styles: &[FlowStyle],
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let (top, bottom) = root.split_vertically(480);
-    let bin_s = ts.bin_ms / 1000.0;
-    let t_max = (ts.bins as f64 * bin_s).max(bin_s);
+    let (top, rest) = root.split_vertically(440);
+    let (middle, bottom) = rest.split_vertically(440);
     let style_of = |flow: u32| styles.iter().find(|s| s.flow == flow);
-    let y_max = ts
-        .flows
-        .values()
-        .flat_map(|f| f.egress.iter())
-        .fold(0.0f64, |m, v| m.max(*v))
-        .max(1e-3)
-        * 1.15;
-    let mut chart = time_chart(
-        &top,
-        &format!("Throughput of each flow ({bin_s} s bins)"),
-        t_max,
-        0.0..y_max,
-        "Throughput (Mbit/s)",
-    )?;
-    for (flow, f) in &ts.flows {
-        let Some(st) = style_of(*flow) else { continue };
-        let color = color_rgb(&st.color);
-        let points: Vec<(f64, f64)> = f
-            .egress
-            .iter()
-            .enumerate()
-            .map(|(i, v)| ((i as f64 + 0.5) * bin_s, *v))
-            .collect();
-        let label = format!("{} (mean {:.2} Mbit/s)", st.label, f.egress_mean);
-        styled_line(&mut chart, points, color, st.dash, label)?;
-    }
-    legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
-
+    throughput_panel(&top, fine, styles)?;
+    throughput_panel(&middle, ts, styles)?;
     delay_panel(
         &bottom,
         ts,
@@ -749,6 +724,45 @@ fn draw_competition<DB: DrawingBackend>(
         &|flow| style_of(flow).map(|st| (color_rgb(&st.color), st.label.clone())),
     )?;
     root.present().map_err(e)
+}
+
+/// Each flow's throughput out of the path in `ts`'s bins, styled by `styles`, on `area`.
+fn throughput_panel<DB: DrawingBackend>(
+    area: &Area<DB>,
+    ts: &TimeSeries,
+    styles: &[FlowStyle],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let bin_s = ts.bin_ms / 1000.0;
+    let t_max = (ts.bins as f64 * bin_s).max(bin_s);
+    let y_max = ts
+        .flows
+        .values()
+        .flat_map(|f| f.egress.iter())
+        .fold(0.0f64, |m, v| m.max(*v))
+        .max(1e-3)
+        * 1.15;
+    let mut chart = time_chart(
+        area,
+        &format!("Throughput of each flow ({bin_s} s bins)"),
+        t_max,
+        0.0..y_max,
+        "Throughput (Mbit/s)",
+    )?;
+    for (flow, f) in &ts.flows {
+        let Some(st) = styles.iter().find(|s| s.flow == *flow) else {
+            continue;
+        };
+        let points: Vec<(f64, f64)> = f
+            .egress
+            .iter()
+            .enumerate()
+            .map(|(i, v)| ((i as f64 + 0.5) * bin_s, *v))
+            .collect();
+        let label = format!("{} (mean {:.2} Mbit/s)", st.label, f.egress_mean);
+        styled_line(&mut chart, points, color_rgb(&st.color), st.dash, label)?;
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)
 }
 
 /// Draws `points` as a line of `color` on `chart`, solid for `dash` 0 and dashed in one of

@@ -294,6 +294,9 @@ fn load_baseline(dir: &Path, registry: &Registry) -> anyhow::Result<BTreeMap<Str
 
 /// Bucket of the per-bucket Jain index and of the competition plot, ms (transperf's 1 s).
 const SHARING_BUCKET_MS: f64 = 1000.0;
+/// Bin of Pantheon's per-run plots and of the competition plot's finer panel, ms (Pantheon's
+/// 500 ms).
+const PLOT_BIN_MS: f64 = 500.0;
 /// Jain's index that counts as fair for the time to converge (transperf's threshold).
 const FAIR_JAIN: f64 = 0.9;
 
@@ -473,7 +476,14 @@ fn analyze_run(
         )?;
         let c = competition(mix, &frames, &ts, &stats, baseline)
             .with_context(|| format!("competition of {scheme} run {run_id}"))?;
-        if let Err(e) = competition_plot(dir, scheme, run_id, mix, &ts, registry) {
+        let fine = analyzer::timeseries::time_series(
+            &frames.arrivals,
+            &frames.departures,
+            frames.opportunities.as_ref(),
+            &stats,
+            PLOT_BIN_MS,
+        )?;
+        if let Err(e) = competition_plot(dir, scheme, run_id, mix, [&fine, &ts], registry) {
             rr.flags.push(format!("competition plot not drawn: {e:#}"));
         }
         rr.competition = Some(c);
@@ -544,14 +554,14 @@ fn competition(
     })
 }
 
-/// `<mix>_competition_run<N>.png`: each flow's throughput (`ts`'s 1-s bins) and one-way
-/// delay over time, one colour per scheme.
+/// `<mix>_competition_run<N>.png`: each flow's throughput (`series`: 500-ms and 1-s bins) and
+/// one-way delay over time, one colour per scheme.
 fn competition_plot(
     dir: &Path,
     name: &str,
     run_id: u32,
     mix: &Mix,
-    ts: &analyzer::timeseries::TimeSeries,
+    series: [&analyzer::timeseries::TimeSeries; 2],
     registry: &Registry,
 ) -> anyhow::Result<()> {
     let mut seen: Vec<&str> = Vec::new();
@@ -580,7 +590,8 @@ fn competition_plot(
         .collect();
     report::competition_plot(
         &dir.join(format!("{name}_competition_run{run_id}.png")),
-        ts,
+        series[0],
+        series[1],
         &styles,
     )?;
     Ok(())
@@ -1078,7 +1089,7 @@ fn run_plots(
         &frames.departures,
         frames.opportunities.as_ref(),
         stats,
-        500.0,
+        PLOT_BIN_MS,
     )?;
     report::throughput_plot(
         &dir.join(format!("{scheme}_datalink_throughput_run{run_id}.png")),

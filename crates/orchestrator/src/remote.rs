@@ -34,7 +34,7 @@ use crate::clock::{self, Correction, Measurement};
 use engine::plan::ExperimentPlan;
 use engine::runner::{RunRecord, INTERRUPTED};
 use engine::schemes::{Scheme, Side};
-use engine::sequence::{flows_of, run_sequence, Sides, SCHEME_PORT};
+use engine::sequence::{run_sequence, RunFlow, Sides, SCHEME_PORT};
 
 /// Which node: Pantheon's `local` or `remote` (the type the results' metadata records).
 pub use analyzer::results::Node;
@@ -84,18 +84,21 @@ impl Nodes<'_> {
     }
 }
 
-/// Runs one scheme once between the two nodes. Never panics on scheme or node failure;
+/// Runs one run between the two nodes: `flows` (each its own scheme, start time and tunnel
+/// pair), filed under `name` (a scheme's, or a mix's). Never panics on scheme or node failure;
 /// returns the record (written into `plan.data_dir` by the caller).
+#[allow(clippy::too_many_arguments)]
 pub fn run_once_remote(
     plan: &ExperimentPlan,
     opts: &RemoteOptions,
     nodes: &Nodes,
-    scheme: &Scheme,
+    name: &str,
+    flows: &[RunFlow],
     run_id: u32,
     tag: &str,
     progress: &dyn Fn(f64),
 ) -> RunRecord {
-    let mut record = RunRecord::new(&scheme.name, run_id);
+    let mut record = RunRecord::new(name, run_id);
     let ntp = |n: Node| -> Result<Measurement, String> {
         let server = opts.ntp_addr.as_deref().ok_or("no --ntp-addr")?;
         let r = nodes
@@ -116,17 +119,13 @@ pub fn run_once_remote(
     let before = measure_both();
 
     let mut started = Vec::new();
-    let result = drive_remote(
-        plan,
-        opts,
-        nodes,
-        scheme,
+    let run = RemoteRun {
+        name,
+        flows,
         run_id,
         tag,
-        &mut record,
-        &mut started,
-        progress,
-    );
+    };
+    let result = drive_remote(plan, opts, nodes, &run, &mut record, &mut started, progress);
 
     // Teardown on every path: the sender's node first (its tunnel stops admitting), then the
     // receiver's, which drains. A node that cannot be reached is noted; the other still stops.
@@ -206,18 +205,25 @@ fn apply_correction(path: &Path, c: &Correction) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What one remote run is: the name its files are filed under, its flows, its id and its name
+/// on the agents.
+struct RemoteRun<'a> {
+    name: &'a str,
+    flows: &'a [RunFlow<'a>],
+    run_id: u32,
+    tag: &'a str,
+}
+
 fn drive_remote(
     plan: &ExperimentPlan,
     opts: &RemoteOptions,
     nodes: &Nodes,
-    scheme: &Scheme,
-    run_id: u32,
-    tag: &str,
+    run: &RemoteRun,
     record: &mut RunRecord,
     started: &mut Vec<Node>,
     progress: &dyn Fn(f64),
 ) -> anyhow::Result<()> {
+    let (run_id, tag) = (run.run_id, run.tag);
     let server = opts.tunnel_server;
     let client = server.other();
     let server_addr = match server {
@@ -245,7 +251,7 @@ fn drive_remote(
     };
     // Tunnels, server first; each node's tunnel address by flow.
     let mut private = Vec::new();
-    for flow in 1..=u32::from(plan.flows) {
+    for flow in 1..=u32::try_from(run.flows.len())? {
         let mut tunnel = |n: Node, role: proto::TunnelRole, address: String| {
             if !started.contains(&n) {
                 started.push(n);
@@ -257,7 +263,7 @@ fn drive_remote(
                 sender_side: n == opts.sender,
                 address,
                 interface: interface(n),
-                scheme: scheme.name.clone(),
+                scheme: run.name.to_owned(),
                 run_id,
             })
         };
@@ -287,7 +293,7 @@ fn drive_remote(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    run_sequence(plan, &flows_of(plan, scheme), &mut sides, record, progress)
+    run_sequence(plan, run.flows, &mut sides, record, progress)
 }
 
 /// The sides of a remote run: each on the node `--sender` puts it on, through its agent.
@@ -442,7 +448,7 @@ pub fn start_experiment(
     use analyzer::results::{Metadata, Mode, NodeSummary};
     let (li, ri) = wait_for_nodes(nodes, Duration::from_secs(10))?;
     for (side, info) in [("local", &li), ("remote", &ri)] {
-        for name in &plan.schemes {
+        for name in &plan.scheme_names() {
             if let Some(s) = info.schemes.iter().find(|s| &s.name == name) {
                 if !s.runnable {
                     warn(format!(
@@ -469,7 +475,7 @@ pub fn start_experiment(
         .with_context(|| format!("{} agent", opts.sender.name()))?
         .schemes
         .iter()
-        .filter(|s| plan.schemes.contains(&s.name) && !s.version.is_empty())
+        .filter(|s| plan.scheme_names().contains(&s.name) && !s.version.is_empty())
         .map(|s| (s.name.clone(), s.version.clone()))
         .collect();
     let m = Metadata {
@@ -504,21 +510,23 @@ pub fn start_experiment(
 
 /// One run of an experiment: [`run_once_remote`] once both agents answer (a restarted one gets
 /// 10 s); if one does not, the run fails with the reason.
+#[allow(clippy::too_many_arguments)]
 pub fn run_when_ready(
     plan: &ExperimentPlan,
     opts: &RemoteOptions,
     nodes: &Nodes,
-    scheme: &Scheme,
+    name: &str,
+    flows: &[RunFlow],
     run_id: u32,
     tag: &str,
     progress: &dyn Fn(f64),
 ) -> RunRecord {
     if let Err(e) = wait_for_nodes(nodes, Duration::from_secs(10)) {
-        let mut r = RunRecord::new(&scheme.name, run_id);
+        let mut r = RunRecord::new(name, run_id);
         r.outcome = engine::runner::RunOutcome::Failed {
             reason: format!("{e:#}"),
         };
         return r;
     }
-    run_once_remote(plan, opts, nodes, scheme, run_id, tag, progress)
+    run_once_remote(plan, opts, nodes, name, flows, run_id, tag, progress)
 }

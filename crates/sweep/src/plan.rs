@@ -55,18 +55,6 @@ impl Environment {
         s
     }
 
-    /// The value of axis `axis` ([`crate::file::AXES`]), if the environment has it.
-    pub fn axis(&self, axis: &str) -> Option<f64> {
-        match axis {
-            "rate_mbps" => self.rate_mbps,
-            "rtt_ms" => self.rtt_ms.map(f64::from),
-            "buffer_bdp" => self.buffer_bdp,
-            "buffer_packets" => self.buffer_packets.map(f64::from),
-            "loss" => self.emulator.is_none().then_some(self.loss),
-            _ => None,
-        }
-    }
-
     /// The trace file of a grid cell, in `traces` (`20mbps.trace`).
     fn trace(&self, traces: &Path) -> Option<PathBuf> {
         self.rate_mbps

@@ -505,11 +505,9 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
     use pantheon_orchestrator::agent::{auth::Credentials, client::AgentClient};
     use pantheon_orchestrator::remote::{self, Nodes, RemoteOptions};
     let registry = Registry::load(a.common.schemes_dir.as_deref())?;
-    if a.common.mix.is_some() || a.common.config_file.is_some() {
-        anyhow::bail!("mixed experiments (--mix, --config-file) run locally only, for now");
-    }
     let mut plan = common_plan(&a.common, &registry, clock_seed())?;
     plan.check(&registry)?;
+    plan.check_remote()?;
     let existing = prepare_dir(&a.common)?;
     plan.start_run_id = first_run_id(&a.common, &existing);
     let credentials = Credentials::load(&a.credentials, false)?;
@@ -556,8 +554,8 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
         &plan,
         &registry,
         &prefix,
-        &|_, flows, run_id, tag, progress| {
-            remote::run_when_ready(&plan, &opts, &nodes, flows[0].scheme, run_id, tag, progress)
+        &|name, flows, run_id, tag, progress| {
+            remote::run_when_ready(&plan, &opts, &nodes, name, flows, run_id, tag, progress)
         },
     )
 }

@@ -146,10 +146,14 @@ impl Inner {
                 "a tunnel client needs the server's port",
             ));
         }
-        // A scheme this agent knows (its name also names the log files).
-        self.registry
-            .get(&req.scheme)
-            .map_err(|e| Status::not_found(e.to_string()))?;
+        // What names the log files: a scheme's name or a mix's (its schemes are checked when
+        // their sides start); one file name, never a path.
+        if req.scheme.is_empty() || req.scheme.starts_with('.') || req.scheme.contains('/') {
+            return Err(Status::invalid_argument(format!(
+                "run name {:?}: expected a scheme's or a mix's name",
+                req.scheme
+            )));
+        }
         let (mtu, bind_device) = if req.interface.is_empty() {
             (1500, None)
         } else {

@@ -411,8 +411,17 @@ impl Daemon {
                 let tag = format!("e{id}a{}-{seq}", e.attempts);
                 seq += 1;
                 self.archive.run_started(id, name, run_id, &tag)?;
-                let rec =
-                    remote::run_once_remote(&plan, &opts, &nodes, scheme, run_id, &tag, &|_| {});
+                let flows = engine::sequence::flows_of(&plan, scheme);
+                let rec = remote::run_once_remote(
+                    &plan,
+                    &opts,
+                    &nodes,
+                    name,
+                    &flows,
+                    run_id,
+                    &tag,
+                    &|_| {},
+                );
                 let outcome = match &rec.outcome {
                     RunOutcome::Ok => Ok(()),
                     RunOutcome::Failed { reason } => Err(reason.as_str()),
