@@ -20,7 +20,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::plan::SweepPlan;
-use crate::point::{record, remove_stale, PointRecord};
+use crate::point::{record, remove_stale};
 
 /// What a sweep's points are, read from its directory only.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -148,7 +148,12 @@ pub fn run_local(
                 }
                 Some(r) => {
                     failed += 1;
-                    bar.suspend(|| eprintln!("point {id} failed: {}", first_line(&r)));
+                    bar.suspend(|| {
+                        eprintln!(
+                            "point {id} failed: {}",
+                            r.error_line().unwrap_or("(no output)")
+                        )
+                    });
                 }
                 None => {}
             }
@@ -166,14 +171,6 @@ pub fn run_local(
     }
     bar.finish_and_clear();
     Ok(Status::read(dir, &plan))
-}
-
-fn first_line(r: &PointRecord) -> String {
-    r.error
-        .as_deref()
-        .and_then(|e| e.lines().rev().find(|l| !l.trim().is_empty()))
-        .unwrap_or("(no output)")
-        .to_owned()
 }
 
 /// Starts `exe sweep point DIR ID` in a process group of its own, SIGTERM'd if the sweep dies,

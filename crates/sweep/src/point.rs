@@ -48,6 +48,13 @@ pub struct PointRecord {
 }
 
 impl PointRecord {
+    /// The last non-empty line of its error (what stopped it), if it failed.
+    pub fn error_line(&self) -> Option<&str> {
+        self.error
+            .as_deref()
+            .and_then(|e| e.lines().rev().find(|l| !l.trim().is_empty()))
+    }
+
     /// True when the point needs no more running.
     pub fn ok(&self) -> bool {
         self.status == "ok"
@@ -99,12 +106,12 @@ pub struct Outcome {
 }
 
 /// Runs point `id` of the sweep in `dir` with `experiment` (given `pantheon run local`'s
-/// arguments), unless it is done. Returns the record placed, or `None` when it was done
+/// arguments and the results directory they name), unless it is done. Returns the record placed, or `None` when it was done
 /// already or was interrupted (then nothing is placed and its temporary directory is gone).
 pub fn run_point(
     dir: &Path,
     id: u32,
-    experiment: impl FnOnce(&[String]) -> Outcome,
+    experiment: impl FnOnce(&[String], &Path) -> Outcome,
 ) -> anyhow::Result<Option<PointRecord>> {
     let plan = SweepPlan::load(dir)?;
     let point = plan.point(id)?;
@@ -117,7 +124,8 @@ pub fn run_point(
     std::fs::create_dir_all(&tmp).with_context(|| format!("create {}", tmp.display()))?;
     let started = engine::plan::utc_now();
     let clock = std::time::Instant::now();
-    let out = experiment(&plan.run_args(dir, point, &tmp.join("results")));
+    let data_dir = tmp.join("results");
+    let out = experiment(&plan.run_args(dir, point, &data_dir), &data_dir);
     if out.status == INTERRUPTED_STATUS {
         let _ = std::fs::remove_dir_all(&tmp);
         return Ok(None);
@@ -181,10 +189,11 @@ mod tests {
         SweepPlan::new(&f).freeze(dir).unwrap();
     }
 
-    fn ends(status: i32) -> impl FnOnce(&[String]) -> Outcome {
-        move |args: &[String]| {
+    fn ends(status: i32) -> impl FnOnce(&[String], &Path) -> Outcome {
+        move |args: &[String], data_dir: &Path| {
             let data = args.iter().position(|a| a == "--data-dir").unwrap() + 1;
-            std::fs::create_dir_all(&args[data]).unwrap();
+            assert_eq!(Path::new(&args[data]), data_dir);
+            std::fs::create_dir_all(data_dir).unwrap();
             Outcome {
                 status,
                 tail: format!("exit {status}"),
@@ -212,7 +221,7 @@ mod tests {
         assert_eq!(rec.earlier_errors, ["exit 1"]);
         assert!(point_dir(d, 1).join("results").is_dir());
         // Done: not run again.
-        let never = |_: &[String]| -> Outcome { panic!("a done point ran again") };
+        let never = |_: &[String], _: &Path| -> Outcome { panic!("a done point ran again") };
         assert_eq!(run_point(d, 1, never).unwrap(), None);
         assert!(run_point(d, 3, ends(0)).is_err());
     }

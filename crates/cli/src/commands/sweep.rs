@@ -68,8 +68,11 @@ pub(crate) fn exec(a: SweepArgs) -> anyhow::Result<ExitCode> {
             let s = Status::read(&dir, &plan);
             println!("{}", s.line());
             for id in &s.failed {
-                if let Some(e) = sweep::point::record(&dir, *id).and_then(|r| r.error) {
-                    println!("p{id:04} failed: {}", e.lines().last().unwrap_or(""));
+                if let Some(r) = sweep::point::record(&dir, *id) {
+                    println!(
+                        "p{id:04} failed: {}",
+                        r.error_line().unwrap_or("(no output)")
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -155,17 +158,11 @@ struct PointRun {
 
 /// Runs point `id` of the sweep in `dir`: `pantheon run local` in this process.
 fn point(dir: &Path, id: u32) -> anyhow::Result<ExitCode> {
-    let placed = sweep::point::run_point(dir, id, |args| {
+    let placed = sweep::point::run_point(dir, id, |args, data_dir| {
         let argv = std::iter::once("pantheon-run-local".to_owned()).chain(args.iter().cloned());
         let result = PointRun::try_parse_from(argv)
             .map_err(anyhow::Error::from)
             .and_then(|a| super::run::run_local(a.local));
-        let data_dir = args
-            .iter()
-            .position(|a| a == "--data-dir")
-            .and_then(|i| args.get(i + 1))
-            .map(PathBuf::from)
-            .unwrap_or_default();
         match result {
             Ok(code) if code == ExitCode::SUCCESS => Outcome {
                 status: 0,
@@ -177,7 +174,7 @@ fn point(dir: &Path, id: u32) -> anyhow::Result<ExitCode> {
             },
             Ok(_) => Outcome {
                 status: 1,
-                tail: failed_runs(&data_dir),
+                tail: failed_runs(data_dir),
             },
             Err(e) => Outcome {
                 status: 2,
