@@ -452,29 +452,23 @@ fn an_ntp_offset_for_one_node_shifts_its_timestamps_by_exactly_that_offset() {
 }
 
 #[test]
-fn a_mix_runs_between_two_agents_each_flow_with_its_scheme_and_start() {
+fn a_mix_runs_between_two_agents_each_flow_with_its_scheme_start_and_stop() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tb = Testbed::new("x");
     // What a real path cannot do is refused before anything starts.
-    for (mix, says) in [
-        ("cubic bbr@1-3", "flow 2 (bbr@1-3): stopping a flow"),
-        (
-            "cubic cubic+20",
-            "flow 2 (cubic+20): a per-flow extra delay needs the emulator",
-        ),
-    ] {
-        let (dir, out) = tb.run_remote("refused", &["--runtime", "4", "--mix", mix]);
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        assert!(text(&out).contains(says), "{}", text(&out));
-        assert!(!dir.exists(), "{mix}: created {}", dir.display());
-    }
+    let (dir, out) = tb.run_remote("refused", &["--runtime", "4", "--mix", "cubic cubic+20"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let says = "flow 2 (cubic+20): a per-flow extra delay needs the emulator";
+    assert!(text(&out).contains(says), "{}", text(&out));
+    assert!(!dir.exists(), "created {}", dir.display());
+    // Flow 2 from 2 s to 4 s: started and stopped by the agents (StopFlow on both nodes).
     let (dir, out) = tb.run_remote(
         "mix",
         &[
             "--runtime",
             "6",
             "--mix",
-            "cubic bbr@2",
+            "cubic bbr@2-4",
             "--sender",
             "remote",
         ],
@@ -483,6 +477,7 @@ fn a_mix_runs_between_two_agents_each_flow_with_its_scheme_and_start() {
     let meta = read_json(&dir.join("pantheon_metadata.json"));
     assert_eq!(meta["cc_schemes"], serde_json::json!(["cubic-bbr"]));
     assert_eq!(meta["mix"]["flows"][1]["scheme"], "bbr");
+    assert_eq!(meta["mix"]["flows"][1]["stop"], 4.0);
     let run = &read_json(&dir.join("pantheon_perf.json"))["cubic-bbr"]["1"];
     for (flow, scheme, start) in [("1", "cubic", 0.0), ("2", "bbr", 2.0)] {
         assert_eq!(run[flow]["scheme"], scheme, "{run}");
@@ -494,7 +489,16 @@ fn a_mix_runs_between_two_agents_each_flow_with_its_scheme_and_start() {
         );
         assert!(run[flow]["tput"].as_f64().unwrap() > 0.5, "{run}");
     }
-    assert!(run["competition"]["jain"].as_f64().is_some(), "{run}");
+    // Both were active from flow 2's first packet out of the path (2 s + its one-way delay)
+    // to its last (4 s + its one-way delay): its sides really ended at 4 s, flow 1 went on.
+    let c = &run["competition"];
+    assert!(c["jain"].as_f64().is_some(), "{run}");
+    let active = c["all_active"].as_array().unwrap();
+    let (from, to) = (active[0].as_f64().unwrap(), active[1].as_f64().unwrap());
+    assert!(
+        (2.0..2.3).contains(&from) && (4.0..4.5).contains(&to),
+        "{c}"
+    );
     assert!(dir
         .join("cubic-bbr_datalink_run1_flow2.egress.ptlog")
         .exists());

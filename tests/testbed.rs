@@ -650,6 +650,10 @@ impl ap::agent_server::Agent for SimulatedAgent {
             failures: vec![],
         }))
     }
+    async fn stop_flow(&self, _: Request<ap::FlowRef>) -> Result<Response<ap::StopReply>, Status> {
+        self.stall().await?;
+        Ok(Response::new(ap::StopReply::default()))
+    }
     async fn stop_run(
         &self,
         _: Request<ap::StopRequest>,

@@ -123,20 +123,11 @@ impl ExperimentPlan {
         Ok(())
     }
 
-    /// What a remote run cannot do yet, refused before anything starts: a mix's flow that stops
-    /// before the run's end (the agents cannot end one flow's sides yet), or that has an extra
+    /// What a remote run cannot do, refused before anything starts: a mix's flow with an extra
     /// delay (a real path has no emulator to add it). Errors name the flow.
     pub fn check_remote(&self) -> anyhow::Result<()> {
         let Some(mix) = &self.mix else { return Ok(()) };
         for (i, f) in mix.flows.iter().enumerate() {
-            if f.stop.is_some() {
-                bail!(
-                    "flow {} ({}): stopping a flow before the end of a remote run is not \
-                     supported yet (local runs can)",
-                    i + 1,
-                    f.short()
-                );
-            }
             if f.delay > 0.0 {
                 bail!(
                     "flow {} ({}): a per-flow extra delay needs the emulator: local runs only",

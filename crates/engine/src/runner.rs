@@ -50,8 +50,6 @@ pub struct SchemeProcess {
     log: PathBuf,
     /// The flow it belongs to (1-based).
     flow: u16,
-    /// Ended on purpose before the run's end (a mix's stop time): its exit is no failure.
-    stopped: bool,
 }
 
 impl SchemeProcess {
@@ -120,6 +118,18 @@ pub struct RunResources {
 }
 
 impl RunResources {
+    /// Takes flow `flow`'s scheme processes (1-based flow id) out of the run, to end them
+    /// before the run ends (a mix's stop time): dropping them ends them
+    /// ([`SchemeProcess::stop`]), and, no longer the run's, their exit is no failure of it.
+    /// Its tunnel endpoints stay. Empty if the flow has no processes here.
+    pub fn take_flow(&mut self, flow: u16) -> Vec<SchemeProcess> {
+        let (taken, kept) = std::mem::take(&mut self.processes)
+            .into_iter()
+            .partition(|p| p.flow == flow);
+        self.processes = kept;
+        taken
+    }
+
     /// Creates namespace `name`, owned by these resources, IPv6 off (no packets of the
     /// kernel's own in the logs: [`NetNs::disable_ipv6`]); returns its index.
     pub fn netns(&mut self, name: String) -> anyhow::Result<usize> {
@@ -587,10 +597,8 @@ impl Sides for LocalSides<'_> {
     }
 
     fn stop(&mut self, flow: u16) -> anyhow::Result<()> {
-        for p in self.res.processes.iter_mut().filter(|p| p.flow == flow) {
-            p.stopped = true;
-            p.stop();
-        }
+        // Dropping them ends them.
+        drop(self.res.take_flow(flow));
         Ok(())
     }
 
@@ -683,7 +691,6 @@ pub fn spawn(
         child,
         log,
         flow: u16::try_from(flow).unwrap_or(u16::MAX),
-        stopped: false,
     })
 }
 
@@ -691,7 +698,7 @@ fn check_processes(res: &mut RunResources) -> anyhow::Result<()> {
     if INTERRUPTED.load(Ordering::SeqCst) {
         return Err(anyhow!("interrupted"));
     }
-    for p in res.processes.iter_mut().filter(|p| !p.stopped) {
+    for p in &mut res.processes {
         if let Some(why) = p.exited() {
             return Err(anyhow!(why));
         }

@@ -11,7 +11,8 @@
 //! 2. per flow, the tunnel server on `--tunnel-server`'s node, then the client on the other,
 //!    dialling the server's address (`--local-addr` / `--remote-addr`); wait for the handshakes;
 //! 3. the side that runs first on its node, `first_side_setup`, then the other side of each flow
-//!    `interval` apart; "Start at";
+//!    `interval` apart (a mix: each flow at its start); "Start at"; a flow of a mix with a stop
+//!    time has both its sides ended then (StopFlow: sender's node, then receiver's);
 //! 4. at `runtime`, "End at"; the sender's node stops (tunnel first: nothing new enters the
 //!    path), then the receiver's after `--drain` (what is in flight arrives and is logged);
 //! 5. clock offsets again; both nodes' files are fetched into the results directory and the
@@ -370,8 +371,16 @@ impl Sides for RemoteSides<'_> {
         Ok(r.notes)
     }
 
+    /// The sender's side first (nothing new is sent), then the receiver's.
     fn stop(&mut self, flow: u16) -> anyhow::Result<()> {
-        bail!("flow {flow}: stopping a flow before the end of a remote run is not supported yet")
+        for side in [Side::Sender, Side::Receiver] {
+            let n = self.node_of(side);
+            self.nodes
+                .get(n)
+                .stop_flow(self.tag, flow)
+                .with_context(|| format!("{} node: stop flow {flow}", n.name()))?;
+        }
+        Ok(())
     }
 
     fn address(&self, side: Side, flow: u16) -> String {

@@ -130,6 +130,18 @@ impl AgentClient {
         self.call("run status", async |g| g.run_status(req).await)
     }
 
+    /// Ends flow `flow`'s scheme sides of the run on the node (a mix's stop time); its tunnel
+    /// stays.
+    pub fn stop_flow(&self, run: &str, flow: u16) -> anyhow::Result<proto::StopReply> {
+        let req = proto::FlowRef {
+            run: Some(proto::RunRef {
+                run: run.to_owned(),
+            }),
+            flow: u32::from(flow),
+        };
+        self.call("stop flow", async |g| g.stop_flow(req).await)
+    }
+
     /// Ends the run on the node after `drain`.
     pub fn stop_run(&self, run: &str, drain: Duration) -> anyhow::Result<proto::StopReply> {
         let req = proto::StopRequest {

@@ -301,6 +301,23 @@ impl Inner {
         })
     }
 
+    /// Ends flow `flow`'s sides of `run` on this node (StopFlow); the lock is not held while
+    /// they end (up to 2 s each).
+    fn stop_flow(&self, run: String, flow: u16) -> Result<proto::StopReply, Status> {
+        let taken = self
+            .runs
+            .lock()
+            .expect("poisoned")
+            .get_mut(&run)
+            .ok_or_else(|| Status::not_found(format!("no run {run} on this node")))?
+            .res
+            .take_flow(flow);
+        let n = taken.len();
+        drop(taken);
+        super::log(&format!("run {run}: flow {flow} stopped ({n} sides)"));
+        Ok(proto::StopReply::default())
+    }
+
     fn stop_run(&self, run: String, drain: Duration) -> proto::StopReply {
         let hosted = self.runs.lock().expect("poisoned").remove(&run);
         let Some(hosted) = hosted else {
@@ -524,6 +541,15 @@ impl Agent for AgentService {
     async fn run_status(&self, request: Request<proto::RunRef>) -> Reply<proto::RunStatusReply> {
         let run = run_name(&Some(request.into_inner()))?;
         self.blocking(move |i| i.run_status(run))
+            .await
+            .map(Response::new)
+    }
+
+    async fn stop_flow(&self, request: Request<proto::FlowRef>) -> Reply<proto::StopReply> {
+        let req = request.into_inner();
+        let run = run_name(&req.run)?;
+        let flow = flow_id(req.flow)?;
+        self.blocking(move |i| i.stop_flow(run, flow))
             .await
             .map(Response::new)
     }
