@@ -43,3 +43,4 @@ pub mod schemes;
 pub mod sequence;
 pub mod setup;
 pub mod shell;
+pub mod source;

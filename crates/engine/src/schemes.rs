@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::source::{self, Source};
+
 mod builtin {
     include!(concat!(env!("OUT_DIR"), "/builtin_schemes.rs"));
 }
@@ -115,11 +117,22 @@ pub struct Scheme {
     /// schemes setup` after `setup`; a failure is a warning, as in Pantheon.
     #[serde(default)]
     pub setup_after_reboot: Vec<Step>,
+    /// Where the scheme's code comes from when no registry offers it: a git repository at a
+    /// pinned commit, patches and build steps ([`crate::source`]); `{src}`, the built tree, may
+    /// appear in the side commands and in `dependencies.files`.
+    #[serde(default)]
+    pub source: Option<Source>,
     /// The largest IP packet the scheme sends, bytes. The tunnel carries at most 1464 (a
     /// 1500-byte path MTU minus the tunnel's 36 bytes); `schemes list` warns about a larger
     /// value (Pantheon patched PCC, Sprout and Verus for exactly this).
     #[serde(default)]
     pub max_packet_bytes: Option<u32>,
+    /// Whether `schemes check` may run both sides in one namespace over loopback first
+    /// (default true). False for schemes whose two sides bind the same UDP port (SCReAM's
+    /// symmetric RTP): they go straight to the emulated run, where each side has its own
+    /// namespace.
+    #[serde(default = "yes")]
+    pub loopback_check: bool,
     /// The receiver side.
     pub receiver: SideCommand,
     /// The sender side.
@@ -135,29 +148,43 @@ impl Scheme {
         }
     }
 
-    /// The argv of `side`, with `{port}`, `{ip}` and `{tools}` ([`tools_dir`], where setup
-    /// steps leave files) filled in and the program resolved by [`find_program`] (left as
-    /// written when it is not found: spawning then names it).
+    /// The argv of `side`, with `{port}`, `{ip}`, `{tools}` ([`tools_dir`], where setup
+    /// steps leave files) and `{src}` (a source scheme's built tree) filled in and the program
+    /// resolved by [`find_program`] (left as written when it is not found: spawning then names
+    /// it).
     pub fn argv(&self, side: Side, ip: &str, port: u16) -> Vec<String> {
         let cmd = match side {
             Side::Receiver => &self.receiver.command,
             Side::Sender => &self.sender.command,
         };
-        let tools = tools_dir().display().to_string();
         cmd.iter()
             .enumerate()
             .map(|(i, a)| match (i == 0).then(|| find_program(a)).flatten() {
                 Some(path) => path.display().to_string(),
-                None => a
+                None => self
+                    .fill_paths(a)
                     .replace("{port}", &port.to_string())
-                    .replace("{ip}", ip)
-                    .replace("{tools}", &tools),
+                    .replace("{ip}", ip),
             })
             .collect()
     }
 
+    /// `text` with `{tools}` and `{src}` (the source tree, when the scheme has a `[source]`)
+    /// filled in.
+    pub fn fill_paths(&self, text: &str) -> String {
+        let tools = tools_dir();
+        let mut out = text.replace("{tools}", &tools.display().to_string());
+        if let Some(src) = &self.source {
+            out = out.replace("{src}", &src.tree(&tools).display().to_string());
+        }
+        out
+    }
+
     /// Why this scheme cannot run on this machine, or `None` if it can.
     pub fn unavailable_reason(&self, system: &SystemInfo) -> Option<String> {
+        if let Some(src) = self.source.as_ref().filter(|s| !s.is_built(&tools_dir())) {
+            return Some(src.not_built_reason(&self.name, source::mirror_dir().as_deref()));
+        }
         let missing: Vec<&str> = self
             .dependencies
             .binaries
@@ -174,12 +201,11 @@ impl Scheme {
                 self.name
             ));
         }
-        let tools = tools_dir().display().to_string();
         if let Some(f) = self
             .dependencies
             .files
             .iter()
-            .map(|f| f.replace("{tools}", &tools))
+            .map(|f| self.fill_paths(f))
             .find(|f| !Path::new(f).exists())
         {
             return Some(format!(
@@ -225,6 +251,10 @@ impl Scheme {
         }
         notes
     }
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The largest IP packet the tunnel carries, bytes: a 1500-byte path MTU minus the tunnel's
@@ -378,6 +408,12 @@ impl Registry {
                     file: file.to_owned(),
                     message: "receiver and sender commands must not be empty".into(),
                 });
+            }
+            if let Some(src) = &s.source {
+                src.check().map_err(|e| RegistryError::Descriptor {
+                    file: file.to_owned(),
+                    message: e.to_string(),
+                })?;
             }
             schemes.insert(s.name.clone(), s);
             Ok(())

@@ -1,6 +1,7 @@
 //! `pantheon schemes setup`: installs what scheme descriptors ask for — Debian packages, Python
-//! packages, Rust programs (our own scheme programs of `schemes/`, crates from crates.io) — then
-//! runs their `setup` and `setup_after_reboot` steps, as Pantheon's `setup.py
+//! packages, Rust programs (our own scheme programs of `schemes/`, crates from crates.io), the
+//! source trees of source schemes ([`crate::source`]: cloned at their pin, verified, patched,
+//! built) — then runs their `setup` and `setup_after_reboot` steps, as Pantheon's `setup.py
 //! --install-deps --setup` did (reference `pantheon.md` §1.3).
 //!
 //! Every step is printed before it runs; a failing step fails its scheme (with the command and
@@ -109,6 +110,9 @@ fn setup_one(s: &Scheme, apt_updated: &mut bool, warnings: &mut Vec<String>) -> 
     let tools = tools_dir();
     std::fs::create_dir_all(&tools)
         .with_context(|| format!("create the scheme tools directory {}", tools.display()))?;
+    if let Some(src) = &s.source {
+        crate::source::build(&s.name, src, &tools, crate::source::mirror_dir().as_deref())?;
+    }
     for step in &s.setup {
         run(&mut step_command(step, &tools)?)?;
     }

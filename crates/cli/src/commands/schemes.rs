@@ -4,9 +4,34 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
-use engine::schemes::{Registry, SystemInfo};
+use engine::schemes::{Registry, Scheme, SystemInfo};
 
 use super::secs;
+
+/// Where source schemes' repositories come from when the network does not reach them.
+#[derive(clap::Args)]
+pub(crate) struct MirrorArgs {
+    /// A directory of git mirrors, one per upstream repository (`owner+name/`,
+    /// `owner/name.git`, `name.git`, …: a fetched snapshot or `git clone --mirror`); source
+    /// schemes are cloned from it instead of the network. Default: $PANTHEON_SOURCE_MIRROR.
+    #[arg(long, value_name = "DIR")]
+    source_mirror: Option<PathBuf>,
+}
+
+impl MirrorArgs {
+    /// Makes `--source-mirror` what the engine reads (`PANTHEON_SOURCE_MIRROR`): called
+    /// before any thread starts.
+    fn apply(&self) -> anyhow::Result<()> {
+        if let Some(dir) = &self.source_mirror {
+            if !dir.is_dir() {
+                anyhow::bail!("--source-mirror {}: no such directory", dir.display());
+            }
+            let abs = std::path::absolute(dir)?;
+            std::env::set_var(engine::source::MIRROR_ENV, abs);
+        }
+        Ok(())
+    }
+}
 
 #[derive(Subcommand)]
 pub(crate) enum SchemesAction {
@@ -18,10 +43,21 @@ pub(crate) enum SchemesAction {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Only the source schemes (built from a pinned git commit by `schemes setup`).
+        #[arg(long)]
+        source: bool,
+        /// Print the names alone, one per line (for scripts: `pantheon schemes setup $(pantheon
+        /// schemes list --source --names)`).
+        #[arg(long, conflicts_with = "json")]
+        names: bool,
+        #[command(flatten)]
+        mirror: MirrorArgs,
     },
     /// Install what schemes need — the Debian, Python, Rust and Nix packages their descriptors
-    /// name — and run their setup steps (needs root for apt). One failing scheme does not stop
-    /// the others; exit status 1 if any failed. See docs/schemes.md.
+    /// name; for source schemes, their repository cloned at the pinned commit, verified,
+    /// patched and built into the tools directory — and run their setup steps (needs root for
+    /// apt). One failing scheme does not stop the others; exit status 1 if any failed. See
+    /// docs/schemes.md.
     Setup {
         /// Schemes to set up.
         #[arg(required_unless_present = "all", conflicts_with = "all")]
@@ -32,6 +68,8 @@ pub(crate) enum SchemesAction {
         /// Extra scheme descriptors (*.toml).
         #[arg(long)]
         schemes_dir: Option<PathBuf>,
+        #[command(flatten)]
+        mirror: MirrorArgs,
     },
     /// Run each scheme through a short emulated run (10 Mbit/s both ways, mm-delay 28, through
     /// the tunnel) and say which work and, precisely, what is wrong with the others (needs
@@ -54,12 +92,34 @@ pub(crate) enum SchemesAction {
 /// Lists, sets up or checks schemes; exit status 1 if a setup or check failed.
 pub(crate) fn exec(action: SchemesAction) -> anyhow::Result<ExitCode> {
     match action {
-        SchemesAction::List { schemes_dir, json } => list(schemes_dir, json),
+        SchemesAction::List {
+            schemes_dir,
+            json,
+            source,
+            names,
+            mirror,
+        } => {
+            mirror.apply()?;
+            let registry = Registry::load(schemes_dir.as_deref())?;
+            let chosen: Vec<&Scheme> = registry
+                .all()
+                .filter(|s| !source || s.source.is_some())
+                .collect();
+            if names {
+                for s in chosen {
+                    println!("{}", s.name);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            list(&chosen, json)
+        }
         SchemesAction::Setup {
             names,
             all: _,
             schemes_dir,
+            mirror,
         } => {
+            mirror.apply()?;
             let registry = Registry::load(schemes_dir.as_deref())?;
             let chosen = if names.is_empty() {
                 registry.all().collect::<Vec<_>>()
@@ -103,15 +163,28 @@ pub(crate) fn exec(action: SchemesAction) -> anyhow::Result<ExitCode> {
 }
 
 /// `pantheon schemes list`: one line per scheme, runnable or why not, and its notes.
-fn list(schemes_dir: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
-    let registry = Registry::load(schemes_dir.as_deref())?;
+fn list(schemes: &[&Scheme], json: bool) -> anyhow::Result<ExitCode> {
     let sys = SystemInfo::probe();
+    let mirror = engine::source::mirror_dir();
+    // Whether the network reaches the source schemes' repositories: asked once, and only when
+    // one of them is unbuilt and not in a mirror.
+    let mut network: Option<bool> = None;
     let mut rows = Vec::new();
-    for s in registry.all() {
-        let why = s.unavailable_reason(&sys);
+    for &s in schemes {
+        let mut why = s.unavailable_reason(&sys);
+        if let (Some(w), Some(src)) = (&mut why, &s.source) {
+            let mirrored = mirror.as_deref().and_then(|d| src.find_mirror(d)).is_some();
+            if !src.is_built(&engine::schemes::tools_dir()) && !mirrored {
+                let host = src.host();
+                if !*network.get_or_insert_with(|| engine::source::network_reaches(host)) {
+                    *w = src.unreachable_reason(&s.name, host);
+                }
+            }
+        }
         if json {
             rows.push(serde_json::json!({"name": s.name, "label": s.label,
-                "runnable": why.is_none(), "reason": why, "notes": s.notes(&sys)}));
+                "runnable": why.is_none(), "reason": why, "notes": s.notes(&sys),
+                "source": s.source}));
         } else {
             match &why {
                 None => println!("{:<16} {:<13} runnable", s.name, s.label),
