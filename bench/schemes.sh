@@ -3,6 +3,7 @@
 # schemes keep delay down?
 #
 #   bash bench/schemes.sh [SECS=30]          (root; every run creates and removes its namespaces)
+#   SCHEMES="pcc sprout" bash bench/schemes.sh 30
 #
 # Path: constant 10 Mbit/s both ways (traces/10mbps.trace), mm-delay 28 (56 ms RTT), no random
 # loss. Two experiments, one run of SECS seconds per scheme each:
@@ -14,8 +15,11 @@ set -euo pipefail
 SECS=${1:-30}
 cd "$(dirname "$0")/.."
 source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR, $PANTHEON
-SCHEMES="cubic bbr quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 copa ledbat"
 build_and_install >&2
+# Default: the registry schemes and every source scheme (issue 28; built from the mirrors in
+# $PANTHEON_SOURCE_MIRROR, or over the network). SCHEMES="…" picks others.
+SCHEMES=${SCHEMES:-"cubic bbr quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 copa ledbat \
+$("$PANTHEON" schemes list --source --names | tr '\n' ' ')"}
 "$PANTHEON" schemes setup $SCHEMES >/dev/null
 OUT=$(mktemp -d /tmp/pschemes.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT

@@ -290,8 +290,18 @@ impl SystemInfo {
 impl Scheme {
     /// What runs the scheme on this machine, for reports: the sender program's own version
     /// line (`iperf 3.12 (cJSON 1.7.15)`) and, for kernel TCP schemes, the kernel's
-    /// congestion control and release (`tcp_cubic, Linux 6.18.44`).
+    /// congestion control and release (`tcp_cubic, Linux 6.18.44`); for a source scheme, its
+    /// repository, pinned commit and number of patches.
     pub fn version(&self) -> String {
+        // A source scheme is what it was built from.
+        if let Some(src) = &self.source {
+            return format!(
+                "{} at {} ({} patches), built from source",
+                src.repository,
+                &src.commit[..12],
+                src.patches.len()
+            );
+        }
         let program = self
             .sender
             .command
