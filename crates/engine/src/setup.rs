@@ -210,16 +210,21 @@ fn step_command(step: &Step, tools: &Path) -> anyhow::Result<Command> {
     Ok(cmd)
 }
 
-/// Runs `cmd` with its output on our stderr; an error names the command and its status.
-fn run(cmd: &mut Command) -> anyhow::Result<()> {
-    let shown = format!(
+/// `cmd` as a line to print: program and arguments, space-separated.
+pub(crate) fn shown(cmd: &Command) -> String {
+    format!(
         "{} {}",
         cmd.get_program().to_string_lossy(),
         cmd.get_args()
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" ")
-    );
+    )
+}
+
+/// Runs `cmd` with its output on our stderr; an error names the command and its status.
+fn run(cmd: &mut Command) -> anyhow::Result<()> {
+    let shown = shown(cmd);
     eprintln!("   $ {shown}");
     let status = cmd
         .stdout(std::process::Stdio::inherit())

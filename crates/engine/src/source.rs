@@ -422,14 +422,7 @@ fn build_in(
 /// step, the command and its status, and ends with the last 25 lines of the log.
 fn run_logged(what: &str, cmd: &mut Command, log: &Path) -> anyhow::Result<()> {
     use std::io::Write as _;
-    let shown = format!(
-        "{} {}",
-        cmd.get_program().to_string_lossy(),
-        cmd.get_args()
-            .map(|a| a.to_string_lossy())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    let shown = crate::setup::shown(cmd);
     eprintln!("   {what}: $ {shown}");
     let mut file = std::fs::OpenOptions::new()
         .create(true)
