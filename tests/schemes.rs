@@ -18,7 +18,7 @@ const NIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../nix");
 const SCHEMES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemes");
 
 /// The schemes issue 6 requires to run on this machine (TCP Vegas is absent from this kernel).
-const MUST_RUN: [&str; 10] = [
+const MUST_RUN: [&str; 11] = [
     "cubic",
     "bbr",
     "reno",
@@ -29,6 +29,7 @@ const MUST_RUN: [&str; 10] = [
     "quic_bbr3",
     "copa",
     "ledbat",
+    "webrtc",
 ];
 
 #[test]
@@ -83,8 +84,10 @@ fn all_gives_every_runnable_scheme_a_report_row() {
             .as_f64()
             .unwrap_or_else(|| panic!("{name} has no throughput in {perf}"));
         // Full-throttle over a 10 Mbit/s path (the 80 % figures over 30 s runs are in the
-        // benchmark bench/schemes.sh; 10 s leaves LEDBAT's slow window growth ~70 %).
-        assert!(tput > 5.0, "{name}: {tput} Mbit/s\n{summary}");
+        // benchmark bench/schemes.sh; 10 s leaves LEDBAT's slow window growth ~70 %). WebRTC
+        // media is application-limited at 2.5 Mbit/s and starts at 0.3: 1 Mbit/s on average.
+        let least = if name == "webrtc" { 1.0 } else { 5.0 };
+        assert!(tput > least, "{name}: {tput} Mbit/s\n{summary}");
         let row = format!("| {name} | 1 | ok |");
         assert!(summary.contains(&row), "{name} has no ok row:\n{summary}");
     }

@@ -24,6 +24,15 @@ pub const MIN_MBPS: f64 = 1.0;
 /// slowly): the bar is "it sends", not "it is fast".
 pub const MIN_LOOPBACK_MBPS: f64 = 2.0;
 
+/// The least average rate over loopback that passes `scheme`, Mbit/s: [`MIN_LOOPBACK_MBPS`],
+/// or a quarter of an application-limited scheme's ceiling if that is lower (WebRTC media,
+/// 2.5 Mbit/s: 0.625; its controller starts at 300 kbit/s and grows about 8 % a second).
+pub fn loopback_bar_mbps(scheme: &Scheme) -> f64 {
+    scheme
+        .app_limited_mbps
+        .map_or(MIN_LOOPBACK_MBPS, |c| MIN_LOOPBACK_MBPS.min(c / 4.0))
+}
+
 /// One scheme's verdict.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Verdict {
@@ -95,7 +104,7 @@ pub fn check(
 }
 
 /// Both sides over loopback for `runtime`: the rate they reached, Mbit/s, or why that is not
-/// enough (a side failed, or under [`MIN_LOOPBACK_MBPS`]).
+/// enough (a side failed, or under [`loopback_bar_mbps`]).
 fn check_loopback(
     scheme: &Scheme,
     runtime: Duration,
@@ -105,10 +114,11 @@ fn check_loopback(
     match loopback_run(scheme, runtime, Duration::from_secs(1), dir, tag) {
         Ok(bytes) => {
             let mbps = bytes as f64 * 8.0 / runtime.as_secs_f64() / 1e6;
-            if mbps < MIN_LOOPBACK_MBPS {
+            let bar = loopback_bar_mbps(scheme);
+            if mbps < bar {
                 Err(format!(
-                    "over loopback it sent only {mbps:.1} Mbit/s (at least \
-                     {MIN_LOOPBACK_MBPS} expected): is it full-throttle?"
+                    "over loopback it sent only {mbps:.1} Mbit/s (at least {bar} expected): is \
+                     it full-throttle?"
                 ))
             } else {
                 Ok(mbps)

@@ -133,6 +133,12 @@ pub struct Scheme {
     /// namespace.
     #[serde(default = "yes")]
     pub loopback_check: bool,
+    /// The scheme's own ceiling, Mbit/s, for an application-limited scheme (WebRTC media's
+    /// encoder stops at 2.5 Mbit/s, as Chromium's for 1080p): it never fills a faster link, by
+    /// design. `schemes check` lowers its loopback bar to a quarter of it, and reports and
+    /// benchmarks say so instead of judging it by link utilisation. None: full-throttle.
+    #[serde(default)]
+    pub app_limited_mbps: Option<f64>,
     /// The receiver side.
     pub receiver: SideCommand,
     /// The sender side.
@@ -419,6 +425,14 @@ impl Registry {
                     message: "receiver and sender commands must not be empty".into(),
                 });
             }
+            if let Some(c) = s.app_limited_mbps {
+                if !(c.is_finite() && c > 0.0) {
+                    return Err(RegistryError::Descriptor {
+                        file: file.to_owned(),
+                        message: format!("app_limited_mbps must be a positive rate, got {c}"),
+                    });
+                }
+            }
             if let Some(src) = &s.source {
                 src.check().map_err(|e| RegistryError::Descriptor {
                     file: file.to_owned(),
@@ -487,6 +501,31 @@ mod tests {
         assert!(argv[0].ends_with("iperf3"), "{argv:?}");
         assert_eq!(&argv[1..5], ["--client", "100.64.0.3", "--port", "5001"]);
         assert!(r.get("nope").unwrap_err().to_string().contains("cubic"));
+    }
+
+    #[test]
+    fn an_application_limited_scheme_lowers_its_loopback_bar_and_a_bad_ceiling_is_refused() {
+        let r = Registry::load(None).unwrap();
+        let webrtc = r.get("webrtc").unwrap();
+        assert_eq!(webrtc.app_limited_mbps, Some(2.5));
+        assert_eq!(crate::check::loopback_bar_mbps(webrtc), 0.625);
+        assert_eq!(
+            crate::check::loopback_bar_mbps(r.get("cubic").unwrap()),
+            crate::check::MIN_LOOPBACK_MBPS
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let text = builtin::BUILTIN
+            .iter()
+            .find(|(f, _)| f.ends_with("webrtc.toml"))
+            .unwrap()
+            .1
+            .replace("app_limited_mbps = 2.5", "app_limited_mbps = -1");
+        std::fs::write(dir.path().join("webrtc.toml"), text).unwrap();
+        let e = Registry::load(Some(dir.path())).unwrap_err().to_string();
+        assert!(
+            e.contains("webrtc.toml: app_limited_mbps must be a positive rate, got -1"),
+            "{e}"
+        );
     }
 
     #[test]

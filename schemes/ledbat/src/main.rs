@@ -16,7 +16,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use anyhow::{Context, Result};
 use clap::Parser;
 use libutp_rs2::UtpUdpContext;
-use pantheon_scheme_wrapper::Side;
+use pantheon_scheme_wrapper::{fill_random, Side};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Command line, in Pantheon's wrapper shape.
@@ -70,22 +70,6 @@ async fn main() -> Result<()> {
             loop {
                 stream.write_all(&buf).await.context("sending")?;
             }
-        }
-    }
-}
-
-/// Fills `buf` with bytes from `/dev/urandom`, or a xorshift sequence if it cannot be read
-/// (the bytes only need to be incompressible, not secret).
-fn fill_random(buf: &mut [u8]) {
-    use std::io::Read;
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf));
-    if read.is_err() {
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        for b in buf.iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
         }
     }
 }

@@ -20,3 +20,20 @@ pub enum Side {
         port: u16,
     },
 }
+
+/// Fills `buf` with bytes from `/dev/urandom`, or a xorshift sequence if it cannot be read:
+/// payloads only need to be incompressible, not secret (Pantheon fed its senders
+/// `os.urandom`).
+pub fn fill_random(buf: &mut [u8]) {
+    use std::io::Read;
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf));
+    if read.is_err() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for b in buf.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+    }
+}
