@@ -3,8 +3,12 @@
 #
 #   bash bench/calibrate.sh PATH [MAX_EVALS=20] [RUNTIME=30] [DELIVERY=both]   (root)
 #
-# PATH: california-mexico (BBR, Cubic) or brazil-colombia (BBR, Copa, Cubic, LEDBAT, QUIC
-# Cubic); the targets are bench/calibrate/PATH.csv (medians from shared/seeds/000 and 001).
+# PATH: california-mexico (BBR, Cubic), brazil-colombia (BBR, Copa, Cubic, LEDBAT, QUIC Cubic)
+# or brazil-colombia-all (those and PCC, Sprout, TaoVA, Verus, WebRTC media: every scheme of
+# that report that runs here but SCReAM, see the .csv); the targets are bench/calibrate/PATH.csv
+# (medians from shared/seeds/000 and 001). For brazil-colombia-all, first the five-scheme fit
+# (bench/calibrate/brazil-colombia-5.json) is run with every scheme (SCReAM too), 2 × 30 s, and
+# scored per scheme: does an emulator fitted on five polite schemes predict the others?
 # One candidate at a time (--jobs 1: at ~100 Mbit/s two at once would share the 2 CPUs), one
 # RUNTIME-second run per scheme and candidate, MAX_EVALS evaluations per delivery process, the
 # 2 best measured again. Prints the best emulator, its replication error and the wall time;
@@ -21,11 +25,21 @@ source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR, $PANTHE
 case $path in
   california-mexico) schemes="bbr cubic" ;;
   brazil-colombia) schemes="bbr copa cubic ledbat quic" ;;
+  brazil-colombia-all) schemes="bbr copa cubic ledbat quic pcc sprout taova verus webrtc" ;;
   *) echo "unknown path $path" >&2; exit 2 ;;
 esac
 build_and_install >&2
 "$PANTHEON" schemes setup $schemes >/dev/null
 out=results/calibrate-$path
+if [ "$path" = brazil-colombia-all ] && [ ! -e "$out-five/pantheon_perf.json" ]; then
+  echo ">> the five-scheme fit of this path, every scheme of the report that runs here" >&2
+  "$PANTHEON" schemes setup scream >/dev/null
+  "$PANTHEON" run local --schemes "$schemes scream" --runtime 30 --run-times 2 --seed 1 \
+    --emulator bench/calibrate/brazil-colombia-5.json --data-dir "$out-five" >/dev/null
+fi
+if [ -e "$out-five/pantheon_perf.json" ]; then
+  "$PANTHEON" compare "bench/calibrate/$path.csv" "$out-five" | grep -E "throughput|95th|Replication"
+fi
 start=$(date +%s)
 "$PANTHEON" calibrate "bench/calibrate/$path.csv" --schemes "$schemes" --runtime "$RUNTIME" \
   --max-evals "$MAX" --initial-evals 6 --confirm 2 --jobs 1 --delivery "$DELIVERY" --out "$out"

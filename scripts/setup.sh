@@ -48,8 +48,9 @@ export PANTHEON="$PANTHEON_PREFIX/bin/pantheon"
 
 # Builds every program of the workspace (release profile) and installs them into
 # $PANTHEON_PREFIX/bin: `pantheon`, `pantheon-agent`, `pantheon-tunnel` and the scheme
-# programs (`pantheon-quinn`, `pantheon-quiche`, `pantheon-ledbat`, `pantheon-webrtc`), which `pantheon` looks for
-# next to itself. Copies, not links: `cargo clean` leaves the installed programs working.
+# programs (`pantheon-quinn`, `pantheon-quiche`, `pantheon-ledbat`, `pantheon-webrtc`), which
+# `pantheon` looks for next to itself. Copies, not links: `cargo clean` leaves the installed
+# programs working.
 build_and_install() {
   echo ">> cargo build --release --workspace --bins"
   cargo build --quiet --release --locked --workspace --bins
