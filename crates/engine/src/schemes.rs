@@ -135,8 +135,9 @@ pub struct Scheme {
     pub loopback_check: bool,
     /// The scheme's own ceiling, Mbit/s, for an application-limited scheme (WebRTC media's
     /// encoder stops at 2.5 Mbit/s, as Chromium's for 1080p): it never fills a faster link, by
-    /// design. `schemes check` lowers its loopback bar to a quarter of it, and reports and
-    /// benchmarks say so instead of judging it by link utilisation. None: full-throttle.
+    /// design. `schemes check` lowers its bars to a quarter of it (`check::bar_mbps`), and
+    /// reports and benchmarks say so instead of judging it by link utilisation. None:
+    /// full-throttle.
     #[serde(default)]
     pub app_limited_mbps: Option<f64>,
     /// The receiver side.
@@ -504,15 +505,16 @@ mod tests {
     }
 
     #[test]
-    fn an_application_limited_scheme_lowers_its_loopback_bar_and_a_bad_ceiling_is_refused() {
+    fn an_application_limited_scheme_lowers_its_check_bars_and_a_bad_ceiling_is_refused() {
+        use crate::check::{bar_mbps, MIN_LOOPBACK_MBPS, MIN_MBPS};
         let r = Registry::load(None).unwrap();
         let webrtc = r.get("webrtc").unwrap();
         assert_eq!(webrtc.app_limited_mbps, Some(2.5));
-        assert_eq!(crate::check::loopback_bar_mbps(webrtc), 0.625);
-        assert_eq!(
-            crate::check::loopback_bar_mbps(r.get("cubic").unwrap()),
-            crate::check::MIN_LOOPBACK_MBPS
-        );
+        assert_eq!(bar_mbps(webrtc, MIN_LOOPBACK_MBPS), 0.625);
+        assert_eq!(bar_mbps(webrtc, MIN_MBPS), 0.625);
+        let cubic = r.get("cubic").unwrap();
+        assert_eq!(bar_mbps(cubic, MIN_LOOPBACK_MBPS), MIN_LOOPBACK_MBPS);
+        assert_eq!(bar_mbps(cubic, MIN_MBPS), MIN_MBPS);
         let dir = tempfile::tempdir().unwrap();
         let text = builtin::BUILTIN
             .iter()

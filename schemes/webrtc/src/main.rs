@@ -328,9 +328,11 @@ impl Session {
         let Some(pt) = writer.payload_params().next().map(|p| p.pt()) else {
             return;
         };
-        let start = (frame.rtp_ticks as usize * 7919) % (v.payload.len() / 2);
-        let len = frame.bytes.min(v.payload.len() - start);
-        let data: Arc<[u8]> = Arc::from(&v.payload[start..start + len]);
+        // Cut from a different place each frame, wrapping around (a frame may be larger
+        // than the buffer when the ceiling is lifted).
+        let start = (frame.rtp_ticks as usize * 7919) % v.payload.len();
+        let len = frame.bytes;
+        let data: Arc<[u8]> = v.payload.iter().cycle().skip(start).take(len).copied().collect();
         let rtp_time = MediaTime::new(frame.rtp_ticks, str0m::media::Frequency::NINETY_KHZ);
         match writer.write(pt, frame.captured, rtp_time, data) {
             Ok(()) => {
