@@ -66,9 +66,10 @@ impl Target {
 /// Reads a target: a results directory (`pantheon_perf.json` or its logs; the packet logs give
 /// the observations), or a table ([`load_table`]: CSV or JSON of per-scheme medians).
 /// A table has no packet logs, so its observations are read off its figures: the smallest p95
-/// delay bounds the one-way delay (2 × "minimum delay" = smallest p95), the largest throughput
-/// stands for the peak rate, and the largest throughput × largest p95 delay for the packets in
-/// flight. Errors name the file (and the line for CSV).
+/// delay bounds the one-way delay (2 × "minimum delay" = smallest p95), each scheme's
+/// throughput stands for a run's peak rate (the first guesses take the largest), and the
+/// largest throughput × largest p95 delay for the packets in flight. Errors name the file (and
+/// the line for CSV).
 pub fn load_target(path: &Path, registry: &Registry) -> anyhow::Result<Target> {
     let source = path.display().to_string();
     if path.is_dir() {
@@ -94,6 +95,12 @@ pub fn load_target(path: &Path, registry: &Registry) -> anyhow::Result<Target> {
     o.max_in_flight = vec![packets_per_ms(max_tput) * max_p95];
     let mut guesses = initial_guesses(&o);
     guesses.extend(shallow_queue_guess(&o, min_p95, max_p95));
+    // The guesses take the largest throughput for the link rate; the search space takes every
+    // scheme's, so its lower rate bound is half the *median* scheme's, as Pantheon's heuristic
+    // is half the median run's peak. With only the largest, a table whose aggressive schemes
+    // outran the others (PCC 356 Mbit/s where Cubic got 86, Brazil → Colombia) put the polite
+    // schemes' rates outside the space (178–712 Mbit/s).
+    o.peak_tput_mbps = rows.iter().map(|r| r.tput_mbps).collect();
     Ok(Target {
         schemes,
         guesses,
@@ -646,7 +653,19 @@ mod tests {
         );
         let b = Bounds::from_observations(&t.observations).unwrap();
         assert_eq!(b.delay_ms, (0, 59));
-        assert_eq!(b.rate_mbps, (48.14, 192.54));
+        // Half the median scheme's throughput (95.87) to twice the largest.
+        assert_eq!(b.rate_mbps, (47.94, 192.54));
+        // Seed 001's rates: an aggressive scheme raises the upper bound only; the guesses
+        // still start at the largest throughput.
+        std::fs::write(
+            &csv,
+            "scheme,tput_mbps,delay_ms\ncubic,85.83,91.76\npcc,356.02,86.31\nbbr,67.69,97.13\n",
+        )
+        .unwrap();
+        let t = load_target(&csv, &registry).unwrap();
+        let b = Bounds::from_observations(&t.observations).unwrap();
+        assert_eq!(b.rate_mbps, (42.92, 712.04));
+        assert_eq!(t.guesses[0].rate_mbps, 356.02);
         let json = dir.path().join("t.json");
         std::fs::write(
             &json,
