@@ -77,30 +77,32 @@ pub fn load_target(path: &Path, registry: &Registry) -> anyhow::Result<Target> {
     }
     let rows = load_table(path)?;
     let schemes = table_runs(&rows);
-    let mut o = Observations {
-        loss: rows
-            .iter()
-            .filter_map(|r| r.loss_pct.map(|l| l / 100.0))
-            .collect(),
-        ..Observations::default()
-    };
     let max_tput = rows.iter().map(|r| r.tput_mbps).fold(0.0, f64::max);
     let min_p95 = rows
         .iter()
         .map(|r| r.delay_ms)
         .fold(f64::INFINITY, f64::min);
     let max_p95 = rows.iter().map(|r| r.delay_ms).fold(0.0, f64::max);
-    o.min_delay_ms = vec![min_p95 / 2.0];
-    o.peak_tput_mbps = vec![max_tput];
-    o.max_in_flight = vec![packets_per_ms(max_tput) * max_p95];
-    let mut guesses = initial_guesses(&o);
-    guesses.extend(shallow_queue_guess(&o, min_p95, max_p95));
-    // The guesses take the largest throughput for the link rate; the search space takes every
-    // scheme's, so its lower rate bound is half the *median* scheme's, as Pantheon's heuristic
-    // is half the median run's peak. With only the largest, a table whose aggressive schemes
-    // outran the others (PCC 356 Mbit/s where Cubic got 86, Brazil → Colombia) put the polite
-    // schemes' rates outside the space (178–712 Mbit/s).
-    o.peak_tput_mbps = rows.iter().map(|r| r.tput_mbps).collect();
+    // The search space takes every scheme's throughput as a run's peak, so its lower rate bound
+    // is half the *median* scheme's, as Pantheon's heuristic is half the median run's peak; the
+    // guesses take the largest for the link rate. With only the largest, a table whose
+    // aggressive schemes outran the others (PCC 356 Mbit/s where Cubic got 86, Brazil →
+    // Colombia) put the polite schemes' rates outside the space (178–712 Mbit/s).
+    let o = Observations {
+        loss: rows
+            .iter()
+            .filter_map(|r| r.loss_pct.map(|l| l / 100.0))
+            .collect(),
+        min_delay_ms: vec![min_p95 / 2.0],
+        peak_tput_mbps: rows.iter().map(|r| r.tput_mbps).collect(),
+        max_in_flight: vec![packets_per_ms(max_tput) * max_p95],
+    };
+    let largest = Observations {
+        peak_tput_mbps: vec![max_tput],
+        ..o.clone()
+    };
+    let mut guesses = initial_guesses(&largest);
+    guesses.extend(shallow_queue_guess(&largest, min_p95, max_p95));
     Ok(Target {
         schemes,
         guesses,

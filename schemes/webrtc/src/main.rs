@@ -328,11 +328,17 @@ impl Session {
         let Some(pt) = writer.payload_params().next().map(|p| p.pt()) else {
             return;
         };
-        // Cut from a different place each frame, wrapping around (a frame may be larger
-        // than the buffer when the ceiling is lifted).
-        let start = (frame.rtp_ticks as usize * 7919) % v.payload.len();
-        let len = frame.bytes;
-        let data: Arc<[u8]> = v.payload.iter().cycle().skip(start).take(len).copied().collect();
+        // Cut from a different place each frame, slice by slice, wrapping around (a frame may
+        // be larger than the buffer when the ceiling is lifted).
+        let mut at = (frame.rtp_ticks as usize * 7919) % v.payload.len();
+        let mut data = Vec::with_capacity(frame.bytes);
+        while data.len() < frame.bytes {
+            let n = (frame.bytes - data.len()).min(v.payload.len() - at);
+            data.extend_from_slice(&v.payload[at..at + n]);
+            at = 0;
+        }
+        let len = data.len();
+        let data: Arc<[u8]> = data.into();
         let rtp_time = MediaTime::new(frame.rtp_ticks, str0m::media::Frequency::NINETY_KHZ);
         match writer.write(pt, frame.captured, rtp_time, data) {
             Ok(()) => {
