@@ -48,7 +48,8 @@ export PANTHEON="$PANTHEON_PREFIX/bin/pantheon"
 
 # Builds every program of the workspace (release profile) and installs them into
 # $PANTHEON_PREFIX/bin: `pantheon`, `pantheon-agent`, `pantheon-tunnel` and the scheme
-# programs (`pantheon-quinn`, `pantheon-quiche`, `pantheon-ledbat`, `pantheon-webrtc`), which
+# programs (`pantheon-quinn`, `pantheon-quiche`, `pantheon-ledbat`, `pantheon-webrtc`,
+# `pantheon-tcp`), which
 # `pantheon` looks for next to itself. Copies, not links: `cargo clean` leaves the installed
 # programs working.
 build_and_install() {
@@ -56,7 +57,7 @@ build_and_install() {
   cargo build --quiet --release --locked --workspace --bins
   local bins=() f
   for f in pantheon pantheon-agent pantheon-tunnel pantheon-quinn pantheon-quiche pantheon-ledbat \
-    pantheon-webrtc; do
+    pantheon-webrtc pantheon-tcp; do
     bins+=("$CARGO_TARGET_DIR/release/$f")
   done
   mkdir -p "$PANTHEON_PREFIX/bin" "$(dirname "$PANTHEON_MANIFEST")"

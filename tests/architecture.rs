@@ -40,6 +40,7 @@ fn only_the_testbed_crate_depends_on_grpc_sqlite_web_and_ssh() {
     for package in [
         "pantheon-sweep",
         "pantheon-engine",
+        "pantheon-workload",
         "pantheon-analyzer",
         "pantheon-emucal",
         "pantheon-tunnel",
@@ -59,6 +60,20 @@ fn only_the_testbed_crate_depends_on_grpc_sqlite_web_and_ssh() {
         assert!(
             testbed.iter().any(|t| t == d),
             "pantheon-orchestrator: no {d}"
+        );
+    }
+}
+
+#[test]
+fn the_workload_program_leaves_the_analysis_out() {
+    // `pantheon-tcp` draws schedules and writes records; the metrics (and Polars, most of the
+    // build) are the analysis's, behind the workload crate's `metrics` feature.
+    let deps = dependencies("pantheon-scheme-tcp");
+    assert!(deps.iter().any(|d| d == "pantheon-workload"), "{deps:?}");
+    for heavy in ["polars", "pantheon-analyzer", "pantheon-tunnel"] {
+        assert!(
+            !deps.iter().any(|d| d == heavy),
+            "pantheon-scheme-tcp depends on {heavy}"
         );
     }
 }

@@ -94,6 +94,37 @@ impl RunFrames {
         )
     }
 
+    /// When flow `flow`'s first packet entered the path and its last packet of at least
+    /// `min_size` bytes left it, ms since the Unix epoch: a transfer that is its own flow
+    /// seen from the tunnel (`min_size` leaves out the bare ACKs and FIN that follow the
+    /// data). `None` if the flow has no such packets.
+    pub fn flow_span(&self, flow: u32, min_size: u64) -> PolarsResult<Option<(f64, f64)>> {
+        let packets = |df: &DataFrame| -> PolarsResult<Vec<(f64, u64)>> {
+            let (f, t, s) = (
+                df.column("flow")?.u32()?,
+                df.column("t_ms")?.f64()?,
+                df.column("size")?.u64()?,
+            );
+            Ok(f.iter()
+                .zip(t.iter())
+                .zip(s.iter())
+                .filter_map(|((f, t), s)| (f? == flow).then_some((t?, s?)))
+                .collect())
+        };
+        let first = packets(&self.arrivals)?
+            .into_iter()
+            .map(|(t, _)| t)
+            .min_by(f64::total_cmp);
+        let last = packets(&self.departures)?
+            .into_iter()
+            .filter(|&(_, s)| s >= min_size)
+            .map(|(t, _)| t)
+            .max_by(f64::total_cmp);
+        Ok(first
+            .zip(last)
+            .map(|(a, b)| (a + self.init_ms, b + self.init_ms)))
+    }
+
     /// Packets (arrivals and departures) logged later than `end_ms`, ms since `init_ms`: a
     /// run logs nothing once it has ended, so these say that a clock or a log is wrong.
     pub fn packets_after(&self, end_ms: f64) -> PolarsResult<u64> {

@@ -822,15 +822,16 @@ pub struct CdfSeries {
 
 /// Empirical CDFs (step functions: fraction of values ≤ x) to an SVG or PNG file, with a
 /// grey vertical line at `mark` (e.g. a throughput ratio of 0.9), as the PCC Proteus paper's
-/// Fig. 10.
+/// Fig. 10. `axes`: the x and y axis descriptions (`("Page load time (s)", "CDF (fraction of
+/// pages)")`).
 pub fn cdf_plot(
     path: &Path,
     title: &str,
-    x_desc: &str,
+    axes: (&str, &str),
     mark: Option<f64>,
     series: &[CdfSeries],
 ) -> Result<(), PlotError> {
-    to_file!(path, (900, 600), draw_cdf, title, x_desc, mark, series)
+    to_file!(path, (900, 600), draw_cdf, title, axes, mark, series)
 }
 
 /// The points of an empirical CDF's steps.
@@ -849,7 +850,7 @@ pub fn cdf_steps(values: &[f64]) -> Vec<(f64, f64)> {
 fn draw_cdf<DB: DrawingBackend>(
     root: Area<DB>,
     title: &str,
-    x_desc: &str,
+    (x_desc, y_desc): (&str, &str),
     mark: Option<f64>,
     series: &[CdfSeries],
 ) -> Result<(), String> {
@@ -870,7 +871,7 @@ fn draw_cdf<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .x_desc(x_desc)
-        .y_desc("CDF (fraction of environments)")
+        .y_desc(y_desc)
         .draw()
         .map_err(e)?;
     if let Some(m) = mark {
@@ -1111,7 +1112,7 @@ mod tests {
             },
         ];
         let cdf = dir.join("cdf.png");
-        cdf_plot(&cdf, "t", "ratio", Some(0.9), &series).unwrap();
+        cdf_plot(&cdf, "t", ("ratio", "CDF"), Some(0.9), &series).unwrap();
         let heat = dir.join("heat.svg");
         let values = vec![vec![Some(0.5), None], vec![Some(1.0), Some(0.7)]];
         heatmap_plot(

@@ -133,6 +133,10 @@ pub struct FlowSpec {
     /// shared bottleneck (so flows of different RTTs can compete); default 0.
     #[serde(default)]
     pub delay: f64,
+    /// What the flow sends (`bytes=1000000`, `poisson,load=0.5,size=web`, `page`; the
+    /// `workload` crate's spec); `None`: full throttle (`bulk`), Pantheon's only workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
 }
 
 impl FlowSpec {
@@ -143,10 +147,11 @@ impl FlowSpec {
             start: 0.0,
             stop: None,
             delay: 0.0,
+            workload: None,
         }
     }
 
-    /// The flow in the short form of `--mix` (`bbr@10-40+60`).
+    /// The flow in the short form of `--mix` (`bbr@10-40+60`, `cubic(page)`).
     pub fn short(&self) -> String {
         let mut s = self.scheme.clone();
         if self.start > 0.0 || self.stop.is_some() {
@@ -157,6 +162,9 @@ impl FlowSpec {
         }
         if self.delay > 0.0 {
             s.push_str(&format!("+{}", self.delay));
+        }
+        if let Some(w) = &self.workload {
+            s.push_str(&format!("({w})"));
         }
         s
     }
@@ -269,6 +277,14 @@ pub struct Metadata {
     /// Longest wait for in-flight packets after a run, s (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_timeout: Option<f64>,
+    /// `--workload`: what every flow of a run of single schemes sends (the `workload` crate's
+    /// spec); absent: full throttle. A mix's flows carry their own (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// The emulated bottleneck's mean rate, uplink (sender → receiver), Mbit/s: what a
+    /// workload's offered load and slowdown are measured against (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink_mbps: Option<f64>,
     /// Prefix of the run's network namespaces (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netns_prefix: Option<String>,
@@ -357,6 +373,15 @@ impl Default for Metadata {
 }
 
 impl Metadata {
+    /// The workload of flow `flow` (1-based) of the runs filed under `name`: the mix's flow's,
+    /// or `--workload` for a run of one scheme; `None` for full throttle.
+    pub fn flow_workload(&self, name: &str, flow: usize) -> Option<&str> {
+        match &self.mix {
+            Some(m) if m.name == name => m.flows.get(flow.checked_sub(1)?)?.workload.as_deref(),
+            _ => self.workload.as_deref(),
+        }
+    }
+
     /// Reads `dir/pantheon_metadata.json`. Errors: the file is missing (the message says `dir`
     /// is not a results directory) or is not valid metadata (file and serde's line/column).
     pub fn read(dir: &Path) -> Result<Metadata, MetadataError> {

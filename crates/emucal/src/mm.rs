@@ -757,6 +757,25 @@ impl EmulatedPath {
         }
     }
 
+    /// The bottleneck's mean rate from sender to receiver (uplink), Mbit/s of 1500-byte IP
+    /// packets: the slowest mm-link uplink trace's mean or uplink policer's rate; `None` when
+    /// the path has neither (delay and loss only: no bottleneck). What a workload's offered
+    /// load and ideal completion times are measured against.
+    pub fn uplink_mbps(&self) -> Option<f64> {
+        self.shells
+            .iter()
+            .filter_map(|s| match s {
+                Shell::Link(l) => Some(l.uplink.mean_mbps()),
+                Shell::Policer {
+                    direction: LinkDirection::Uplink,
+                    rate_mbps,
+                    ..
+                } => Some(*rate_mbps),
+                _ => None,
+            })
+            .min_by(f64::total_cmp)
+    }
+
     /// The same path with the (first) mm-link's logs written to `uplink`/`downlink`, as
     /// Pantheon's `--uplink-log`/`--downlink-log` for `<cc>_mm_{datalink,acklink}_run<N>.log`.
     pub fn with_link_logs(&self, uplink: PathBuf, downlink: PathBuf) -> EmulatedPath {

@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 use crate::plan::write_json;
 use crate::record::{RunOutcome, RunRecord};
 use crate::schemes::Registry;
+use crate::transfers::RunWork;
 
 /// A run as the analysis sees it.
 struct RunResult {
@@ -37,6 +38,8 @@ struct RunResult {
     invalid: bool,
     /// A mixed run's flows as they competed.
     competition: Option<Competition>,
+    /// Its flows' transfers, when any flow has a workload beyond full throttle.
+    work: Option<RunWork>,
 }
 
 /// How the flows of a mixed run competed ([`crate::mix`]).
@@ -396,6 +399,7 @@ fn unrecorded(run_id: u32) -> RunResult {
         short: false,
         invalid: false,
         competition: None,
+        work: None,
     }
 }
 
@@ -420,6 +424,7 @@ fn analyze_run(
         short: false,
         invalid: false,
         competition: None,
+        work: None,
     };
     if rr.outcome != RunOutcome::Ok {
         return Ok(rr);
@@ -449,8 +454,13 @@ fn analyze_run(
         stats.total.arrived,
         stats.total.arrived as f64 / secs.max(1e-9) / 1e6
     );
+    rr.work = crate::transfers::run_work(dir, meta, scheme, run_id, &stats, Some(&frames));
+    if let Some(w) = &rr.work {
+        rr.flags.extend(w.flags.iter().cloned());
+    }
     let (dur_s, runtime_s) = (stats.total.duration_ms / 1000.0, meta.runtime);
-    if dur_s < 0.8 * runtime_s {
+    // A workload's traffic comes and goes (a single transfer ends early): not a short run.
+    if dur_s < 0.8 * runtime_s && rr.work.is_none() {
         rr.short = true;
         rr.flags.push(format!(
             "short run: traffic lasted {dur_s:.1} s of {runtime_s} s (Pantheon ignores runs under 80 %)"
@@ -690,6 +700,10 @@ fn write_perf(dir: &Path, results: &Results) -> anyhow::Result<()> {
                                 o.insert("delay_harm".into(), json!(delay_harm));
                             }
                         }
+                        let work = r.work.as_ref().and_then(|w| w.flows.get(id));
+                        if let (Some(w), Value::Object(o)) = (work, &mut flow) {
+                            o.extend(w.json());
+                        }
                         run_json.insert(id.to_string(), flow);
                     }
                     if let Some(c) = &r.competition {
@@ -756,6 +770,27 @@ fn summary_markdown(dir: &Path, meta: &Metadata, results: &Results, registry: &R
         );
     }
     competition_markdown(&mut md, results, registry);
+    let work: Vec<(String, u32, &RunWork)> = results
+        .iter()
+        .flat_map(|(name, runs)| {
+            runs.iter()
+                .filter_map(move |r| Some((name.clone(), r.run_id, r.work.as_ref()?)))
+        })
+        .collect();
+    let flow_style = |name: &str, flow: u32| {
+        let scheme = match &meta.mix {
+            Some(m) if m.name == name => m
+                .flows
+                .get(flow as usize - 1)
+                .map_or(name, |f| f.scheme.as_str()),
+            _ => name,
+        };
+        let color = registry
+            .get(scheme)
+            .map_or_else(|_| "grey".to_owned(), |d| d.color.clone());
+        (label(registry, scheme), color)
+    };
+    crate::transfers::markdown(&mut md, dir, &work, &flow_style);
     let _ = writeln!(md, "\n## Runs\n");
     let _ = writeln!(
         md,

@@ -7,7 +7,7 @@
 //!
 //! It must never depend on gRPC, SQLite, web or ssh crates (tonic, rusqlite, axum, ssh2): those
 //! are the testbed's. Dependency direction (`shared/DESIGN.md`): `engine → {emucal, tunnel,
-//! netns, analyzer}`.
+//! netns, analyzer, workload}`.
 //!
 //! # Brief overview
 //!
@@ -24,6 +24,8 @@
 //! - [`shell`]: `pantheon shell`, a command inside an emulated path given as Mahimahi shells.
 //! - [`analyze`]: a results directory → Pantheon's stats logs, `pantheon_perf.json`, summary
 //!   table and plots.
+//! - [`transfers`]: runs with workloads (`--workload`): completion times, slowdowns, page load
+//!   times, from the programs' transfer records.
 //! - [`setup`]: `pantheon schemes setup`, what the descriptors ask to install and run once.
 //! - [`check`]: `pantheon schemes check`, each scheme through a short emulated run.
 //! - [`clean`]: what killed commands left behind (namespaces named after a dead pid), removed.
@@ -44,3 +46,4 @@ pub mod sequence;
 pub mod setup;
 pub mod shell;
 pub mod source;
+pub mod transfers;

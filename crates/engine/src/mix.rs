@@ -6,13 +6,15 @@
 //! Cubic, does a scavenger yield — can be asked. Two ways to write one:
 //!
 //! - the short form of `--mix`, parsed by [`parse_short`]: flows separated by spaces, each
-//!   `SCHEME[@START[-STOP]][+DELAY]` — `"cubic bbr@10 ledbat@20-40 cubic+60"` is cubic from
-//!   the start, bbr from 10 s, ledbat from 20 s to 40 s, and a second cubic with 60 ms of
-//!   extra one-way delay. START and STOP are seconds after the run starts (Pantheon's
-//!   `Start at:`), DELAY milliseconds;
+//!   `SCHEME[@START[-STOP]][+DELAY][(WORKLOAD)]` — `"cubic bbr@10 ledbat@20-40 cubic+60"` is
+//!   cubic from the start, bbr from 10 s, ledbat from 20 s to 40 s, and a second cubic with
+//!   60 ms of extra one-way delay. START and STOP are seconds after the run starts (Pantheon's
+//!   `Start at:`), DELAY milliseconds; WORKLOAD what the flow sends (`cubic(page) ledbat` is
+//!   page loads over cubic beside a bulk ledbat flow; `workload::spec`, `docs/workloads.md`),
+//!   full throttle without it;
 //! - Pantheon's YAML config file (`test.py -c`), read by [`Config::from_yaml`]: `test-name`,
 //!   `flows: [{scheme: cubic}, {scheme: ledbat, start: 20}]` with the same optional per-flow
-//!   keys `start`, `stop`, `delay`, and any other key as the default of the flag of that name
+//!   keys `start`, `stop`, `delay`, `workload` (`workload: bytes=1000000`), and any other key as the default of the flag of that name
 //!   (`runtime: 60`, `run-times: 3`, `uplink-trace: …`), the command line overriding it.
 //!
 //! Both are checked in full before anything runs: errors name the token or the key. A flow's
@@ -100,6 +102,9 @@ fn check_flow(flow: &FlowSpec, what: &str) -> Result<(), MixError> {
             )));
         }
     }
+    if let Some(w) = &flow.workload {
+        workload::Workload::parse(w).map_err(|e| bad(e.to_string()))?;
+    }
     Ok(())
 }
 
@@ -116,9 +121,20 @@ fn parse_token(token: &str) -> Result<FlowSpec, MixError> {
             .filter(|v| v.is_finite() && *v >= 0.0)
             .ok_or_else(|| bad(&format!("{what} must be a non-negative number, got `{s}`")))
     };
-    let (head, delay) = match token.split_once('+') {
+    let (token_head, workload) = match token.split_once('(') {
+        Some((h, w)) => match w.strip_suffix(')') {
+            Some(w) if !w.is_empty() => (h, Some(w.to_owned())),
+            _ => {
+                return Err(bad(
+                    "a workload goes in parentheses at the end: `cubic(bytes=1M)`",
+                ))
+            }
+        },
+        None => (token, None),
+    };
+    let (head, delay) = match token_head.split_once('+') {
         Some((h, d)) => (h, number(d, "DELAY (ms, after `+`)")?),
-        None => (token, 0.0),
+        None => (token_head, 0.0),
     };
     let (scheme, start, stop) = match head.split_once('@') {
         Some((s, times)) => match times.split_once('-') {
@@ -137,7 +153,8 @@ fn parse_token(token: &str) -> Result<FlowSpec, MixError> {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
     if !valid_name {
         return Err(bad(
-            "expected SCHEME[@START[-STOP]][+DELAY], e.g. `ledbat@20-40` or `cubic+60`",
+            "expected SCHEME[@START[-STOP]][+DELAY][(WORKLOAD)], e.g. `ledbat@20-40`, `cubic+60` \
+             or `cubic(page)`",
         ));
     }
     let flow = FlowSpec {
@@ -145,6 +162,7 @@ fn parse_token(token: &str) -> Result<FlowSpec, MixError> {
         start,
         stop,
         delay,
+        workload,
     };
     check_flow(&flow, &at)?;
     Ok(flow)
@@ -225,8 +243,12 @@ fn read_flows(
         .enumerate()
         .map(|(i, item)| {
             let key = format!("flows[{}]", i + 1);
-            let flow: FlowSpec = serde_yaml_ng::from_value(item)
-                .map_err(|e| bad(&key, format!("{e} (keys: scheme, start, stop, delay)")))?;
+            let flow: FlowSpec = serde_yaml_ng::from_value(item).map_err(|e| {
+                bad(
+                    &key,
+                    format!("{e} (keys: scheme, start, stop, delay, workload)"),
+                )
+            })?;
             check_flow(&flow, &key).map_err(|e| bad(&key, e.reason))?;
             Ok(flow)
         })
@@ -243,7 +265,41 @@ mod tests {
             start,
             stop,
             delay,
+            workload: None,
         }
+    }
+
+    #[test]
+    fn a_flow_carries_its_workload_in_parentheses_or_under_its_key() {
+        let m = parse_short("cubic@5(page,objects=20,every=10) ledbat+10(bytes=1M)").unwrap();
+        assert_eq!(
+            m.flows[0].workload.as_deref(),
+            Some("page,objects=20,every=10")
+        );
+        assert_eq!(m.flows[0].start, 5.0);
+        assert_eq!(m.flows[1].workload.as_deref(), Some("bytes=1M"));
+        assert_eq!(m.flows[1].delay, 10.0);
+        assert_eq!(m.name, "cubic-ledbat");
+        let back: Vec<String> = m.flows.iter().map(FlowSpec::short).collect();
+        assert_eq!(parse_short(&back.join(" ")).unwrap(), m);
+        // Bad workloads are refused naming the token or the key, and the workload's key.
+        let e = parse_short("cubic(poisson,load=1.2)").unwrap_err();
+        assert!(e.at.contains("`cubic(poisson,load=1.2)`"), "{e}");
+        assert!(
+            e.reason.contains(": load: must be above 0 and below 1"),
+            "{e}"
+        );
+        assert!(parse_short("cubic(page")
+            .unwrap_err()
+            .reason
+            .contains("parentheses"));
+        let text = "test-name: web\nflows:\n  - {scheme: cubic, workload: \"bytes=-3\"}\n";
+        let e = Config::from_yaml(text, "w.yml").unwrap_err();
+        assert_eq!(e.at, "w.yml: flows[1]");
+        assert!(e.reason.contains("bytes: "), "{e}");
+        let text = "test-name: web\nflows:\n  - {scheme: cubic, workload: bytes=1000000}\n";
+        let c = Config::from_yaml(text, "w.yml").unwrap();
+        assert_eq!(c.mix.flows[0].workload.as_deref(), Some("bytes=1000000"));
     }
 
     #[test]

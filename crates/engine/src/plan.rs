@@ -11,6 +11,7 @@ use emucal::emulator::Emulator;
 use emucal::mm::EmulatedPath;
 use emucal::trace::Trace;
 use serde_json::json;
+use workload::Workload;
 
 use crate::mix::{check_runtime, Mix};
 use crate::schemes::Registry;
@@ -49,6 +50,10 @@ pub struct ExperimentPlan {
     /// A mixed experiment's flows (`--mix`, `--config-file`): then `schemes` is the mix's name
     /// alone, and `flows` and `interval` are not used.
     pub mix: Option<Mix>,
+    /// `--workload`: what every flow of a run of single schemes sends (a `workload` spec:
+    /// `bytes=1000000`, `poisson,load=0.5,size=web`, `page`); `None`: full throttle. A mix's
+    /// flows carry their own.
+    pub workload: Option<String>,
 }
 
 impl Default for ExperimentPlan {
@@ -70,6 +75,7 @@ impl Default for ExperimentPlan {
             emulator: None,
             schemes_dir: None,
             mix: None,
+            workload: None,
         }
     }
 }
@@ -83,7 +89,32 @@ impl ExperimentPlan {
             .emulator
             .as_ref()
             .context("a local experiment needs an emulated path")?;
-        Ok(emulator.load()?)
+        let path = emulator.load()?;
+        // An offered load needs the bottleneck's rate.
+        for (_, w) in self.flow_workloads()? {
+            w.resolve(path.uplink_mbps())?;
+        }
+        Ok(path)
+    }
+
+    /// Every flow's (scheme, workload) of the plan, parsed: a mix's flows', or `--workload`
+    /// for each scheme (bulk without it). Errors name the workload's key.
+    pub fn flow_workloads(&self) -> anyhow::Result<Vec<(String, Workload)>> {
+        let parse = |w: Option<&str>| w.map_or(Ok(Workload::Bulk), Workload::parse);
+        Ok(match &self.mix {
+            Some(mix) => mix
+                .flows
+                .iter()
+                .map(|f| Ok((f.scheme.clone(), parse(f.workload.as_deref())?)))
+                .collect::<anyhow::Result<_>>()?,
+            None => {
+                let w = parse(self.workload.as_deref())?;
+                self.schemes
+                    .iter()
+                    .map(|s| (s.clone(), w.clone()))
+                    .collect()
+            }
+        })
     }
 
     /// The checks of local and remote runs alike: schemes known, durations and flows sane.
@@ -108,6 +139,22 @@ impl ExperimentPlan {
         if self.interval * u32::from(self.flows - 1) > self.runtime {
             bail!("(flows − 1) × interval exceeds the runtime");
         }
+        if self.mix.is_some() && self.workload.is_some() {
+            bail!(
+                "--workload is for runs of single schemes; a mix's flows carry their own: \
+                 --mix \"cubic(page) ledbat\", or `workload:` in a config file's flows"
+            );
+        }
+        for (scheme, w) in self.flow_workloads()? {
+            let s = registry.get(&scheme)?;
+            if !s.runs_workload(w.kind()) {
+                bail!(
+                    "scheme {scheme} cannot run workload `{w}`: its programs run {} \
+                     (docs/workloads.md)",
+                    s.workload_kinds().join(", ")
+                );
+            }
+        }
         Ok(())
     }
 
@@ -126,6 +173,16 @@ impl ExperimentPlan {
     /// What a remote run cannot do, refused before anything starts: a mix's flow with an extra
     /// delay (a real path has no emulator to add it). Errors name the flow.
     pub fn check_remote(&self) -> anyhow::Result<()> {
+        if let Some((scheme, w)) = self
+            .flow_workloads()?
+            .into_iter()
+            .find(|(_, w)| *w != Workload::Bulk)
+        {
+            bail!(
+                "{scheme} with workload `{w}`: workloads beyond full throttle run in local \
+                 experiments only so far (the agents do not collect transfer records yet)"
+            );
+        }
         let Some(mix) = &self.mix else { return Ok(()) };
         for (i, f) in mix.flows.iter().enumerate() {
             if f.delay > 0.0 {
@@ -219,6 +276,7 @@ impl ExperimentPlan {
                 self.interval.as_secs_f64()
             },
             mix: self.mix.clone(),
+            workload: self.workload.clone(),
             random_order: self.random_order,
             first_side_setup: Some(self.first_side_setup.as_secs_f64()),
             harness: Some(format!("pantheon-rs {}", env!("CARGO_PKG_VERSION"))),

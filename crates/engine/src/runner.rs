@@ -16,7 +16,9 @@
 //! 5. end the scheme's process groups (SIGTERM, then SIGKILL), the tunnels, the emulator, and
 //!    remove every namespace — on every exit path, as the resources' `Drop`s do it.
 //!
-//! A scheme process that exits before the end fails its run; the experiment goes on.
+//! A scheme process that exits before the end fails its run; the experiment goes on — unless
+//! its flow has a workload and it exited successfully: its transfers were done (`bytes=N`),
+//! and when every flow's were, the run ends.
 
 use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -35,8 +37,9 @@ use tunnel::log::{LogFormat, Role};
 
 use crate::plan::ExperimentPlan;
 pub use crate::record::{RunOutcome, RunRecord, INTERRUPTED, RUNS_FILE};
-use crate::schemes::{Scheme, Side};
+use crate::schemes::{FlowWorkload, Scheme, Side};
 use crate::sequence::{flows_of, run_sequence, RunFlow, Sides, SCHEME_PORT};
+use workload::Workload;
 
 /// The receiver side's tunnel address (pantheon-tunnel's server "private" address).
 pub const SERVER_PRIVATE: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 3);
@@ -50,12 +53,25 @@ pub struct SchemeProcess {
     log: PathBuf,
     /// The flow it belongs to (1-based).
     flow: u16,
+    /// Whether a successful exit means its work is done (a side of a flow with a workload)
+    /// rather than a failure.
+    may_finish: bool,
+    /// Set once it exited successfully with `may_finish`.
+    finished: bool,
 }
 
 impl SchemeProcess {
-    /// Non-blocking check: `Some(description)` if it has exited.
+    /// Non-blocking check: `Some(description)` if it has exited and that fails the run — an
+    /// exit of a side that [may finish](SchemeProcess::finished) with status 0 does not.
     pub fn exited(&mut self) -> Option<String> {
+        if self.finished {
+            return None;
+        }
         match self.child.try_wait() {
+            Ok(Some(status)) if status.success() && self.may_finish => {
+                self.finished = true;
+                None
+            }
             Ok(Some(status)) => Some(format!(
                 "{} exited early ({status}); last output: {}",
                 self.what,
@@ -64,6 +80,12 @@ impl SchemeProcess {
             Ok(None) => None,
             Err(e) => Some(format!("{}: {e}", self.what)),
         }
+    }
+
+    /// Whether it exited successfully with its flow's work done (a workload's sender after
+    /// its transfers were acknowledged), as seen by the last [`SchemeProcess::exited`].
+    pub fn finished(&self) -> bool {
+        self.finished
     }
 
     /// SIGTERM to the group, up to 2 s grace, then SIGKILL; reaps the child.
@@ -243,6 +265,9 @@ pub fn loopback_run(
             name: &scheme.name,
             dir,
             run_id: 0,
+            seed: plan.seed,
+            link_mbps: None,
+            runtime: plan.runtime,
         };
         let mut record = RunRecord::new(&scheme.name, 0);
         run_sequence(
@@ -400,6 +425,9 @@ fn drive_run(
         name: run.name,
         dir: &plan.data_dir,
         run_id: run.run_id,
+        seed: plan.seed,
+        link_mbps: path.uplink_mbps(),
+        runtime: plan.runtime,
     };
     run_sequence(plan, run.flows, &mut sides, record, progress)?;
     drain(plan, res, record);
@@ -560,6 +588,22 @@ struct LocalSides<'a> {
     name: &'a str,
     dir: &'a Path,
     run_id: u32,
+    /// The plan's seed: each flow's workload schedule is drawn from it ([`flow_seed`]).
+    seed: u64,
+    /// The bottleneck's uplink rate, Mbit/s, for workloads given as an offered load.
+    link_mbps: Option<f64>,
+    /// The run's length: a workload flow's sender starts nothing after its end.
+    runtime: Duration,
+}
+
+/// The seed of the workload schedule of flow `flow` of run `run_id` from the plan's `seed`:
+/// runs and flows draw different schedules, the same plan the same ones (SplitMix64's
+/// finaliser over the three).
+pub fn flow_seed(seed: u64, run_id: u32, flow: u16) -> u64 {
+    let mut z = seed ^ (u64::from(run_id) << 32) ^ u64::from(flow) ^ 0x9E37_79B9_7F4A_7C15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// A loopback run's sides share the run's only namespace and reach each other on 127.0.0.1.
@@ -572,7 +616,7 @@ impl Sides for LocalSides<'_> {
 
     fn start(
         &mut self,
-        scheme: &Scheme,
+        run_flow: &RunFlow,
         side: Side,
         flow: u16,
         peer: Option<String>,
@@ -582,8 +626,28 @@ impl Sides for LocalSides<'_> {
             (Some(&(_, tx)), Side::Sender) => tx,
             (None, _) => 0,
         };
-        let argv = scheme.argv(side, peer.as_deref().unwrap_or(""), SCHEME_PORT);
-        let p = spawn(
+        let workload = match &run_flow.workload {
+            Workload::Bulk => None,
+            w => Some(FlowWorkload {
+                spec: w.resolve(self.link_mbps)?.to_string(),
+                seed: flow_seed(self.seed, self.run_id, flow),
+                duration_s: run_flow
+                    .stop
+                    .unwrap_or(self.runtime)
+                    .saturating_sub(run_flow.start)
+                    .as_secs_f64(),
+                stem: self
+                    .dir
+                    .join(format!("{}_run{}_flow{flow}", self.name, self.run_id)),
+            }),
+        };
+        let argv = run_flow.scheme.argv_with(
+            side,
+            peer.as_deref().unwrap_or(""),
+            SCHEME_PORT,
+            workload.as_ref(),
+        );
+        let mut p = spawn(
             &self.res.namespaces[ns],
             &argv,
             self.dir,
@@ -592,8 +656,16 @@ impl Sides for LocalSides<'_> {
             usize::from(flow),
             side,
         )?;
+        p.may_finish = workload.is_some();
         self.res.processes.push(p);
         Ok(Vec::new())
+    }
+
+    fn finished(&self, flow: u16) -> bool {
+        self.res
+            .processes
+            .iter()
+            .any(|p| p.flow == flow && p.finished())
     }
 
     fn stop(&mut self, flow: u16) -> anyhow::Result<()> {
@@ -670,10 +742,7 @@ pub fn spawn(
     flow: usize,
     side: Side,
 ) -> anyhow::Result<SchemeProcess> {
-    let side_name = match side {
-        Side::Receiver => "receiver",
-        Side::Sender => "sender",
-    };
+    let side_name = side.name();
     let log = dir.join(format!("{scheme}_run{run_id}_flow{flow}.{side_name}.out"));
     let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
     let err = out.try_clone()?;
@@ -691,6 +760,8 @@ pub fn spawn(
         child,
         log,
         flow: u16::try_from(flow).unwrap_or(u16::MAX),
+        may_finish: false,
+        finished: false,
     })
 }
 

@@ -87,6 +87,48 @@ pub struct SideCommand {
     pub command: Vec<String>,
 }
 
+/// A scheme's `[workloads]` table: the workload kinds beyond `bulk` it runs, and how. Its
+/// commands take, besides `{port}` and `{ip}`, `{workload}` (the flow's workload spec, a
+/// Poisson load already turned into a rate), `{seed}` (the flow's seed for the schedule's
+/// draws), `{duration}` (seconds the flow has in the run: no arrival after it is started) and
+/// `{transfers}` (the side's transfer-record file in the results directory).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadCommands {
+    /// Kinds it runs: some of `bytes`, `poisson`, `page` (`workload::spec::KINDS`).
+    pub kinds: Vec<String>,
+    /// How transfers use connections, for the reader (`docs/workloads.md`): e.g. "one TCP
+    /// connection per transfer; a page's objects over at most P kept-alive connections".
+    pub connections: String,
+    /// The receiver side.
+    pub receiver: SideCommand,
+    /// The sender side.
+    pub sender: SideCommand,
+}
+
+/// What a flow with a workload gives its side's command (see [`WorkloadCommands`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowWorkload {
+    /// The spec, a Poisson load resolved into a rate (`Workload::resolve`).
+    pub spec: String,
+    /// Seed of the schedule.
+    pub seed: u64,
+    /// Seconds the flow has in the run (from its start to its stop or the run's end).
+    pub duration_s: f64,
+    /// The flow's files' stem in the results directory (`<dir>/<name>_run<N>_flow<i>`): the
+    /// side's records go to `<stem>.<side>.transfers.csv`.
+    pub stem: PathBuf,
+}
+
+impl FlowWorkload {
+    /// The transfer-record file of `side`.
+    pub fn transfers(&self, side: Side) -> PathBuf {
+        let mut p = self.stem.clone().into_os_string();
+        p.push(format!(".{}.transfers.csv", side.name()));
+        PathBuf::from(p)
+    }
+}
+
 /// One scheme descriptor.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -140,13 +182,43 @@ pub struct Scheme {
     /// full-throttle.
     #[serde(default)]
     pub app_limited_mbps: Option<f64>,
+    /// The workloads beyond full throttle its programs can run (issue 29, `docs/workloads.md`),
+    /// and the commands that run them; `None`: bulk only.
+    #[serde(default)]
+    pub workloads: Option<WorkloadCommands>,
     /// The receiver side.
     pub receiver: SideCommand,
     /// The sender side.
     pub sender: SideCommand,
 }
 
+impl Side {
+    /// `receiver` / `sender`, as in file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Receiver => "receiver",
+            Side::Sender => "sender",
+        }
+    }
+}
+
 impl Scheme {
+    /// Whether its programs run workload `kind` (`bulk` always).
+    pub fn runs_workload(&self, kind: &str) -> bool {
+        kind == "bulk"
+            || self
+                .workloads
+                .as_ref()
+                .is_some_and(|w| w.kinds.iter().any(|k| k == kind))
+    }
+
+    /// The workload kinds it runs, `bulk` first.
+    pub fn workload_kinds(&self) -> Vec<String> {
+        let mut k = vec!["bulk".to_owned()];
+        k.extend(self.workloads.iter().flat_map(|w| w.kinds.iter().cloned()));
+        k
+    }
+
     /// Its two sides in the order they start: `run_first`, then the other.
     pub fn start_order(&self) -> [Side; 2] {
         match self.run_first {
@@ -160,18 +232,44 @@ impl Scheme {
     /// resolved by [`find_program`] (left as written when it is not found: spawning then names
     /// it).
     pub fn argv(&self, side: Side, ip: &str, port: u16) -> Vec<String> {
-        let cmd = match side {
-            Side::Receiver => &self.receiver.command,
-            Side::Sender => &self.sender.command,
+        self.argv_with(side, ip, port, None)
+    }
+
+    /// [`Scheme::argv`] for a flow with a workload: its `[workloads]` command, with
+    /// `{workload}`, `{seed}` and `{transfers}` filled in too. `None` (or a scheme without
+    /// `[workloads]`, refused earlier by the plan): the full-throttle command.
+    pub fn argv_with(
+        &self,
+        side: Side,
+        ip: &str,
+        port: u16,
+        workload: Option<&FlowWorkload>,
+    ) -> Vec<String> {
+        let commands = workload.and_then(|w| Some((w, self.workloads.as_ref()?)));
+        let cmd = match (side, commands) {
+            (Side::Receiver, None) => &self.receiver.command,
+            (Side::Sender, None) => &self.sender.command,
+            (Side::Receiver, Some((_, c))) => &c.receiver.command,
+            (Side::Sender, Some((_, c))) => &c.sender.command,
         };
         cmd.iter()
             .enumerate()
             .map(|(i, a)| match (i == 0).then(|| find_program(a)).flatten() {
                 Some(path) => path.display().to_string(),
-                None => self
-                    .fill_paths(a)
-                    .replace("{port}", &port.to_string())
-                    .replace("{ip}", ip),
+                None => {
+                    let mut a = self
+                        .fill_paths(a)
+                        .replace("{port}", &port.to_string())
+                        .replace("{ip}", ip);
+                    if let Some((w, _)) = commands {
+                        a = a
+                            .replace("{workload}", &w.spec)
+                            .replace("{seed}", &w.seed.to_string())
+                            .replace("{duration}", &w.duration_s.to_string())
+                            .replace("{transfers}", &w.transfers(side).display().to_string());
+                    }
+                    a
+                }
             })
             .collect()
     }
@@ -434,6 +532,24 @@ impl Registry {
                     });
                 }
             }
+            if let Some(w) = &s.workloads {
+                let known = ["bytes", "poisson", "page"];
+                if let Some(k) = w.kinds.iter().find(|k| !known.contains(&k.as_str())) {
+                    return Err(RegistryError::Descriptor {
+                        file: file.to_owned(),
+                        message: format!(
+                            "workloads.kinds: unknown kind `{k}` (known: {})",
+                            known.join(", ")
+                        ),
+                    });
+                }
+                if w.receiver.command.is_empty() || w.sender.command.is_empty() {
+                    return Err(RegistryError::Descriptor {
+                        file: file.to_owned(),
+                        message: "workloads: receiver and sender commands must not be empty".into(),
+                    });
+                }
+            }
             if let Some(src) = &s.source {
                 src.check().map_err(|e| RegistryError::Descriptor {
                     file: file.to_owned(),
@@ -531,6 +647,63 @@ mod tests {
     }
 
     #[test]
+    fn a_flow_with_a_workload_runs_the_workload_commands_with_its_spec_seed_and_files() {
+        let r = Registry::load(None).unwrap();
+        let cubic = r.get("cubic").unwrap();
+        assert!(cubic.runs_workload("bulk") && cubic.runs_workload("page"));
+        assert_eq!(cubic.workload_kinds(), ["bulk", "bytes", "poisson", "page"]);
+        let copa = r.get("copa").unwrap();
+        assert!(copa.runs_workload("bulk") && !copa.runs_workload("bytes"));
+        let w = FlowWorkload {
+            spec: "poisson,rate=5,size=fixed:125000".into(),
+            seed: 42,
+            duration_s: 60.0,
+            stem: PathBuf::from("/r/cubic_run2_flow1"),
+        };
+        let argv = cubic.argv_with(Side::Sender, "100.64.0.3", 5001, Some(&w));
+        assert!(argv[0].ends_with("pantheon-tcp"), "{argv:?}");
+        assert_eq!(
+            &argv[1..],
+            [
+                "sender",
+                "100.64.0.3",
+                "5001",
+                "--cc",
+                "cubic",
+                "--workload",
+                "poisson,rate=5,size=fixed:125000",
+                "--seed",
+                "42",
+                "--duration",
+                "60",
+                "--transfers",
+                "/r/cubic_run2_flow1.sender.transfers.csv"
+            ]
+        );
+        let argv = cubic.argv_with(Side::Receiver, "", 5001, Some(&w));
+        assert_eq!(
+            argv.last().unwrap(),
+            "/r/cubic_run2_flow1.receiver.transfers.csv"
+        );
+        // Without a workload: the full-throttle command.
+        assert!(cubic.argv_with(Side::Sender, "x", 1, None)[0].ends_with("iperf3"));
+        // A kind the harness does not know is refused, naming the file.
+        let dir = tempfile::tempdir().unwrap();
+        let text = builtin::BUILTIN
+            .iter()
+            .find(|(f, _)| f.ends_with("/cubic.toml") || *f == "cubic.toml")
+            .unwrap()
+            .1
+            .replace("kinds = [\"bytes\",", "kinds = [\"stream\", \"bytes\",");
+        std::fs::write(dir.path().join("cubic.toml"), text).unwrap();
+        let e = Registry::load(Some(dir.path())).unwrap_err().to_string();
+        assert!(
+            e.contains("cubic.toml: workloads.kinds: unknown kind `stream`"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn availability_names_the_missing_congestion_control() {
         let r = Registry::load(None).unwrap();
         let sys = SystemInfo {
@@ -538,7 +711,11 @@ mod tests {
             allowed_cc: vec!["reno".into()],
         };
         let vegas = r.get("vegas").unwrap();
-        if find_in_path("iperf3").is_some() {
+        // CI installs both (scripts/test.sh) before the tests.
+        if ["iperf3", "pantheon-tcp"]
+            .iter()
+            .all(|p| find_program(p).is_some())
+        {
             let why = vegas.unavailable_reason(&sys).unwrap();
             assert!(why.contains("tcp_vegas is not available"), "{why}");
             assert!(r.get("cubic").unwrap().unavailable_reason(&sys).is_none());

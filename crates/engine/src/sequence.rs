@@ -11,7 +11,8 @@
 //!    ([`crate::mix`]) otherwise; the runtime counts from the run's start (Pantheon's
 //!    `Start at:`), which is when a flow with start time 0 starts;
 //! 4. a flow of a mix with a stop time is stopped then (both sides ended: [`Sides::stop`]);
-//! 5. `runtime`, then `End at:`.
+//! 5. `runtime`, then `End at:` — or earlier, once every flow's workload has ended by itself
+//!    (`bytes=N` transfers, all acknowledged: [`Sides::finished`]).
 //!
 //! The sides are checked all along ([`Sides::check`]): a side that failed, or Ctrl-C, stops the
 //! run with the reason. Starts and stops are made when due, not at the next poll: the wait
@@ -24,12 +25,13 @@ use anyhow::Context;
 use crate::plan::{utc_now, ExperimentPlan};
 use crate::record::RunRecord;
 use crate::schemes::{Registry, Scheme, Side};
+use workload::Workload;
 
 /// The port schemes use inside the tunnel, local and remote runs alike.
 pub const SCHEME_PORT: u16 = 50_000;
 
 /// One flow of a run, as the sequence starts and stops it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RunFlow<'a> {
     /// The flow's scheme.
     pub scheme: &'a Scheme,
@@ -40,17 +42,26 @@ pub struct RunFlow<'a> {
     /// Extra one-way delay of this flow alone, in each direction before the bottleneck
     /// (a mix's `+DELAY`); zero for Pantheon's flows.
     pub delay: Duration,
+    /// What it sends (`--workload`, or a mix's flow's); bulk by default.
+    pub workload: Workload,
 }
 
 /// Pantheon's flows of one run of one scheme: `plan.flows` flows of `scheme`, started
-/// `plan.interval` apart from the run's start, all running to its end.
+/// `plan.interval` apart from the run's start, all running to its end, each with the plan's
+/// `--workload` (checked by the plan: bulk if it does not parse).
 pub fn flows_of<'a>(plan: &ExperimentPlan, scheme: &'a Scheme) -> Vec<RunFlow<'a>> {
+    let workload = plan
+        .workload
+        .as_deref()
+        .and_then(|w| Workload::parse(w).ok())
+        .unwrap_or_default();
     (0..u32::from(plan.flows))
         .map(|i| RunFlow {
             scheme,
             start: plan.interval * i,
             stop: None,
             delay: Duration::ZERO,
+            workload: workload.clone(),
         })
         .collect()
 }
@@ -74,6 +85,10 @@ pub fn run_flows<'r>(
                     start: secs(f.start)?,
                     stop: f.stop.map(secs).transpose()?,
                     delay: secs(f.delay / 1000.0)?,
+                    workload: f
+                        .workload
+                        .as_deref()
+                        .map_or(Ok(Workload::Bulk), Workload::parse)?,
                 })
             })
             .collect(),
@@ -87,16 +102,22 @@ pub trait Sides {
     /// failure), a node does not answer, or the run was interrupted (Ctrl-C / SIGTERM). The
     /// sides of a flow that was stopped ([`Sides::stop`]) are not checked.
     fn check(&mut self) -> anyhow::Result<()>;
-    /// Starts `side` of `scheme` for flow `flow` (1-based). `peer`: for the side that runs
-    /// second, the tunnel address of the flow's first side; `None` for the first side. Returns
-    /// remarks for the run record.
+    /// Starts `side` of `run_flow` (its scheme with its workload) as flow `flow` (1-based).
+    /// `peer`: for the side that runs second, the tunnel address of the flow's first side;
+    /// `None` for the first side. Returns remarks for the run record.
     fn start(
         &mut self,
-        scheme: &Scheme,
+        run_flow: &RunFlow,
         side: Side,
         flow: u16,
         peer: Option<String>,
     ) -> anyhow::Result<Vec<String>>;
+    /// Whether flow `flow`'s workload has ended by itself: its sender exited successfully
+    /// after its transfers were acknowledged (`bytes=N`). When every flow of a run has, the
+    /// run ends. Default: never.
+    fn finished(&self, _flow: u16) -> bool {
+        false
+    }
     /// Ends both sides of flow `flow` before the run ends (a mix's stop time); its tunnel stays.
     fn stop(&mut self, flow: u16) -> anyhow::Result<()>;
     /// The tunnel address `side` of flow `flow` (1-based) has.
@@ -142,8 +163,9 @@ pub fn run_sequence(
         let [first, _] = f.scheme.start_order();
         record
             .notes
-            .extend(sides.start(f.scheme, first, flow_id(i), None)?);
+            .extend(sides.start(f, first, flow_id(i), None)?);
     }
+    let ends_by_itself = flows.iter().all(|f| f.workload.ends_by_itself());
     sleep_checked(sides, plan.first_side_setup)?;
     let start = Instant::now();
     record.start = Some(utc_now());
@@ -158,7 +180,7 @@ pub fn run_sequence(
                 Event::Start(i) => {
                     let [first, second] = flows[i].scheme.start_order();
                     let peer = sides.address(first, flow_id(i));
-                    let notes = sides.start(flows[i].scheme, second, flow_id(i), Some(peer))?;
+                    let notes = sides.start(&flows[i], second, flow_id(i), Some(peer))?;
                     record.notes.extend(notes);
                 }
                 Event::Stop(i) => sides.stop(flow_id(i))?,
@@ -169,6 +191,16 @@ pub fn run_sequence(
             break;
         }
         sides.check()?;
+        if ends_by_itself
+            && pending.peek().is_none()
+            && (0..flows.len()).all(|i| sides.finished(flow_id(i)))
+        {
+            record.notes.push(format!(
+                "every flow's workload ended by itself, {:.2} s into the run",
+                start.elapsed().as_secs_f64()
+            ));
+            break;
+        }
         progress(elapsed.as_secs_f64() / plan.runtime.as_secs_f64());
         let next = pending
             .peek()
@@ -208,6 +240,8 @@ mod tests {
         started: RefCell<Vec<Start>>,
         t0: Instant,
         fail_after: usize,
+        /// What [`Sides::finished`] says of every flow.
+        finished: bool,
     }
 
     impl Recorded {
@@ -216,6 +250,7 @@ mod tests {
                 started: RefCell::default(),
                 t0: Instant::now(),
                 fail_after,
+                finished: false,
             }
         }
     }
@@ -229,13 +264,13 @@ mod tests {
         }
         fn start(
             &mut self,
-            scheme: &Scheme,
+            run_flow: &RunFlow,
             side: Side,
             flow: u16,
             peer: Option<String>,
         ) -> anyhow::Result<Vec<String>> {
             let at = self.t0.elapsed();
-            let name = Some(scheme.name.clone());
+            let name = Some(run_flow.scheme.name.clone());
             self.started.borrow_mut().push((name, side, flow, peer, at));
             Ok(vec![format!("{side:?} {flow} started")])
         }
@@ -251,6 +286,9 @@ mod tests {
         }
         fn poll(&self) -> Duration {
             Duration::from_millis(200)
+        }
+        fn finished(&self, _flow: u16) -> bool {
+            self.finished
         }
     }
 
@@ -330,18 +368,21 @@ mod tests {
                 start: ms(0),
                 stop: None,
                 delay: Duration::ZERO,
+                workload: Workload::Bulk,
             },
             RunFlow {
                 scheme: &ledbat,
                 start: ms(130),
                 stop: Some(ms(210)),
                 delay: Duration::ZERO,
+                workload: Workload::Bulk,
             },
             RunFlow {
                 scheme: &cubic,
                 start: ms(70),
                 stop: None,
                 delay: Duration::ZERO,
+                workload: Workload::Bulk,
             },
         ];
         let mut sides = Recorded::new(usize::MAX);
@@ -379,6 +420,38 @@ mod tests {
                 "event {i} at {late:?}, due at {due} ms"
             );
         }
+    }
+
+    #[test]
+    fn a_run_ends_when_every_flow_has_ended_by_itself_and_not_before() {
+        let mut plan = ExperimentPlan {
+            first_side_setup: Duration::from_millis(10),
+            runtime: Duration::from_secs(30),
+            ..ExperimentPlan::default()
+        };
+        let x = scheme("x", "receiver");
+        let mut flows = flows_of(&plan, &x);
+        flows[0].workload = Workload::Bytes(1_000_000);
+        let mut sides = Recorded::new(usize::MAX);
+        sides.finished = true;
+        let mut record = RunRecord::new("x", 1);
+        let t0 = Instant::now();
+        run_sequence(&plan, &flows, &mut sides, &mut record, &|_| {}).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        assert!(record.end.is_some());
+        assert!(record.notes.last().unwrap().contains("ended by itself"));
+        // A bulk flow beside it keeps the run going to its end.
+        plan.runtime = Duration::from_millis(300);
+        flows.push(flows_of(&plan, &x).remove(0));
+        let t0 = Instant::now();
+        let mut record = RunRecord::new("x", 2);
+        run_sequence(&plan, &flows, &mut sides, &mut record, &|_| {}).unwrap();
+        assert!(
+            t0.elapsed() >= Duration::from_millis(310),
+            "{:?}",
+            t0.elapsed()
+        );
+        assert!(!record.notes.iter().any(|n| n.contains("ended by itself")));
     }
 
     #[test]

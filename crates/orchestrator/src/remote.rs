@@ -34,7 +34,7 @@ use crate::agent::proto;
 use crate::clock::{self, Correction, Measurement};
 use engine::plan::ExperimentPlan;
 use engine::runner::{RunRecord, INTERRUPTED};
-use engine::schemes::{Scheme, Side};
+use engine::schemes::Side;
 use engine::sequence::{run_sequence, RunFlow, Sides, SCHEME_PORT};
 
 /// Which node: Pantheon's `local` or `remote` (the type the results' metadata records).
@@ -346,11 +346,13 @@ impl Sides for RemoteSides<'_> {
 
     fn start(
         &mut self,
-        scheme: &Scheme,
+        run_flow: &RunFlow,
         side: Side,
         flow: u16,
         peer: Option<String>,
     ) -> anyhow::Result<Vec<String>> {
+        // Workloads beyond bulk are refused for remote runs by the plan (`check_remote`).
+        let scheme = run_flow.scheme;
         let r = self
             .nodes
             .get(self.node_of(side))

@@ -70,6 +70,31 @@ pub struct Row {
     pub jain: Option<f64>,
     /// Time until the per-second Jain's index stays ≥ 0.9, s.
     pub convergence_s: Option<f64>,
+    /// The flow's workload (`bytes=…`, `poisson,…`, `page,…`); `None`: full throttle
+    /// (`docs/workloads.md`).
+    pub workload: Option<String>,
+    /// Transfers the flow's sender started (workload flows).
+    pub transfers_started: Option<f64>,
+    /// Transfers done.
+    pub transfers_completed: Option<f64>,
+    /// Transfers still going at the run's end.
+    pub transfers_unfinished: Option<f64>,
+    /// Median flow completion time, ms.
+    pub fct_p50_ms: Option<f64>,
+    /// 95th-percentile FCT, ms.
+    pub fct_p95_ms: Option<f64>,
+    /// 99th-percentile FCT, ms.
+    pub fct_p99_ms: Option<f64>,
+    /// Median slowdown (FCT ÷ ideal FCT).
+    pub slowdown_p50: Option<f64>,
+    /// 95th-percentile slowdown.
+    pub slowdown_p95: Option<f64>,
+    /// Median page load time, ms.
+    pub page_load_p50_ms: Option<f64>,
+    /// 95th-percentile page load time, ms.
+    pub page_load_p95_ms: Option<f64>,
+    /// Every page load time of the flow, ms (for the CDF; not a column).
+    pub page_load_ms: Vec<f64>,
 }
 
 /// The flows of run `run` of one `pantheon_perf.json` (its one top-level entry): for each,
@@ -96,6 +121,16 @@ pub fn point_rows(plan: &SweepPlan, p: &Point, perf: &Value) -> Vec<Row> {
     };
     let env = &plan.environments[p.env];
     let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    let list = |v: &Value, k: &str| -> Vec<f64> {
+        let mut l: Vec<f64> = v
+            .get(k)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        l.sort_by(f64::total_cmp);
+        l
+    };
+    let pct = |sorted: &[f64], q: f64| analyzer::stats::percentile(sorted, q);
     let all_active = competition.and_then(|c| c.get("tput_all_active"));
     flows
         .into_iter()
@@ -134,6 +169,18 @@ pub fn point_rows(plan: &SweepPlan, p: &Point, perf: &Value) -> Vec<Row> {
                 .and_then(Value::as_f64),
             jain: competition.and_then(|c| num(c, "jain")),
             convergence_s: competition.and_then(|c| num(c, "convergence_time")),
+            workload: f.get("workload").and_then(Value::as_str).map(str::to_owned),
+            transfers_started: f.pointer("/transfers/started").and_then(Value::as_f64),
+            transfers_completed: f.pointer("/transfers/completed").and_then(Value::as_f64),
+            transfers_unfinished: f.pointer("/transfers/unfinished").and_then(Value::as_f64),
+            fct_p50_ms: pct(&list(f, "fct_ms"), 0.5),
+            fct_p95_ms: pct(&list(f, "fct_ms"), 0.95),
+            fct_p99_ms: pct(&list(f, "fct_ms"), 0.99),
+            slowdown_p50: pct(&list(f, "slowdown"), 0.5),
+            slowdown_p95: pct(&list(f, "slowdown"), 0.95),
+            page_load_p50_ms: pct(&list(f, "page_load_ms"), 0.5),
+            page_load_p95_ms: pct(&list(f, "page_load_ms"), 0.95),
+            page_load_ms: list(f, "page_load_ms"),
             ..Row::default()
         })
         .collect()

@@ -5,6 +5,8 @@
 //! - `sweep_ratio_cdf.png`: per (primary, contender), the CDF over environments of the
 //!   primary's throughput ratio (PCC Proteus paper, Fig. 10);
 //! - `sweep_heatmap_<mix>.png`: per mix, the heatmap's value over its two axes;
+//! - `sweep_page_load_cdf.png`: with page-load workloads, per mix the CDF of page load times
+//!   (seed 002, Fig. 11(b));
 //! - `sweep_summary.md`: the points' status, and per pair the median throughput ratio and the
 //!   share of environments where it is ≥ 0.9.
 
@@ -53,6 +55,17 @@ fn columns(rows: &[Row]) -> Vec<(&'static str, Values)> {
         ("delay_harm", f(|r| r.delay_harm)),
         ("jain", f(|r| r.jain)),
         ("convergence_s", f(|r| r.convergence_s)),
+        ("workload", s(|r| r.workload.clone())),
+        ("transfers_started", f(|r| r.transfers_started)),
+        ("transfers_completed", f(|r| r.transfers_completed)),
+        ("transfers_unfinished", f(|r| r.transfers_unfinished)),
+        ("fct_p50_ms", f(|r| r.fct_p50_ms)),
+        ("fct_p95_ms", f(|r| r.fct_p95_ms)),
+        ("fct_p99_ms", f(|r| r.fct_p99_ms)),
+        ("slowdown_p50", f(|r| r.slowdown_p50)),
+        ("slowdown_p95", f(|r| r.slowdown_p95)),
+        ("page_load_p50_ms", f(|r| r.page_load_p50_ms)),
+        ("page_load_p95_ms", f(|r| r.page_load_p95_ms)),
     ]
 }
 
@@ -138,7 +151,10 @@ pub fn write(
         match cdf_plot(
             &path,
             title,
-            "Throughput ratio (competing ÷ alone)",
+            (
+                "Throughput ratio (competing ÷ alone)",
+                "CDF (fraction of environments)",
+            ),
             Some(UNHARMED_RATIO),
             &series,
         ) {
@@ -146,6 +162,7 @@ pub fn write(
             Err(e) => problems.push(e.to_string()),
         }
     }
+    page_loads(dir, rows, style, &mut md, &mut problems);
     let h = &plan.file.heatmap;
     let mut mixes: Vec<&str> = Vec::new();
     for p in plan.points.iter().filter(|p| !p.solo) {
@@ -173,6 +190,56 @@ pub fn write(
     }
     std::fs::write(dir.join("sweep_summary.md"), &md)?;
     Ok(md)
+}
+
+/// Page loads (flows with a `page` workload, `docs/workloads.md`), per mix over every
+/// environment and run: the median and 95th percentile in the summary, and the CDF in
+/// `sweep_page_load_cdf.png` (seed 002's Fig. 11(b)), each mix coloured as its last flow's
+/// scheme (the background flow of `cubic(page) ledbat`).
+fn page_loads(dir: &Path, rows: &[Row], style: Style, md: &mut String, problems: &mut Vec<String>) {
+    let mut loads: Vec<(String, Vec<f64>)> = Vec::new();
+    for r in rows.iter().filter(|r| !r.page_load_ms.is_empty()) {
+        match loads.iter_mut().find(|(m, _)| *m == r.mix) {
+            Some((_, v)) => v.extend(&r.page_load_ms),
+            None => loads.push((r.mix.clone(), r.page_load_ms.clone())),
+        }
+    }
+    if loads.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\n## Page load times\n\n| mix | pages | median (s) | p95 (s) |\n|---|---|---|---|"
+    );
+    let mut series = Vec::new();
+    for (i, (mix, v)) in loads.iter_mut().enumerate() {
+        v.sort_by(f64::total_cmp);
+        let p = |q| {
+            analyzer::stats::percentile(v, q).map_or("—".into(), |x| format!("{:.2}", x / 1e3))
+        };
+        let _ = writeln!(md, "| {mix} | {} | {} | {} |", v.len(), p(0.5), p(0.95));
+        let last = mix.split_whitespace().last().unwrap_or(mix);
+        let scheme = last.split(['@', '+', '(']).next().unwrap_or(last);
+        series.push(CdfSeries {
+            label: mix.clone(),
+            color: style(scheme).1,
+            dash: i % 4,
+            values: v.iter().map(|x| x / 1e3).collect(),
+        });
+    }
+    let file = "sweep_page_load_cdf.png";
+    match cdf_plot(
+        &dir.join(file),
+        "Page load times",
+        ("Page load time (s)", "CDF (fraction of pages)"),
+        None,
+        &series,
+    ) {
+        Ok(()) => {
+            let _ = writeln!(md, "\n![page load CDF]({file})");
+        }
+        Err(e) => problems.push(e.to_string()),
+    }
 }
 
 #[cfg(test)]

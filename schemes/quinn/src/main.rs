@@ -11,6 +11,16 @@
 //! 1436 bytes = the tunnel's 1464-byte IP MTU − 20 bytes IPv4 − 8 bytes UDP) and path-MTU
 //! discovery is off, so no datagram is ever larger than the tunnel carries.
 //!
+//! **Workloads** (issue 29, `docs/workloads.md`): with `--workload SPEC --seed N --transfers
+//! FILE` the sender runs a workload's schedule instead of full throttle (`bytes=N`, `poisson`,
+//! `page`), and the receiver given `--transfers FILE` records every transfer. Transfers go
+//! **on one connection**, each on a bidirectional stream of its own — QUIC's way, as HTTP/3
+//! carries requests — so only the flow's first moment pays a handshake: the connection is set
+//! up when the sender starts, before the schedule's clock. A transfer's stream carries the
+//! header (`pantheon_workload::wire`) and the bytes; the receiver answers with one byte on it
+//! when the last byte is in. A page's objects go over at most `parallel` streams at once, the
+//! next object on a stream slot when the previous one is acknowledged.
+//!
 //! Encryption is real (TLS 1.3 inside QUIC) but authentication is not: the server presents a
 //! fresh self-signed certificate and the sender accepts any certificate. This is a traffic
 //! generator for congestion-control experiments, not a secure channel.
@@ -21,9 +31,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
-use pantheon_scheme_wrapper::Side;
+use pantheon_scheme_wrapper::transfers::{run_sender, serve, Transport};
+use pantheon_scheme_wrapper::{Recorder, Side};
 use quinn::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
 use quinn::{Endpoint, TransportConfig, VarInt};
+use workload::record::{RECEIVER_HEADER, SENDER_HEADER};
+use workload::Workload;
 
 /// Command line, in Pantheon's wrapper shape.
 #[derive(Parser)]
@@ -41,6 +54,19 @@ struct Cli {
     /// IPv4. At least 1200 (QUIC's minimum).
     #[arg(long, default_value_t = 1436, global = true, value_parser = clap::value_parser!(u16).range(1200..))]
     max_udp_payload: u16,
+    /// The sender's workload instead of full throttle (`bytes=1000000`, `poisson,rate=…`,
+    /// `page,…`; a Poisson load must come as a rate: the harness converts `load=`).
+    #[arg(long, global = true)]
+    workload: Option<String>,
+    /// Seed of the workload schedule's draws.
+    #[arg(long, default_value_t = 1, global = true)]
+    seed: u64,
+    /// Seconds the flow has in the run: arrivals after it are not started.
+    #[arg(long, global = true)]
+    duration: Option<f64>,
+    /// Where this side writes its transfer records (CSV); the receiver records only with it.
+    #[arg(long, global = true)]
+    transfers: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -69,7 +95,9 @@ fn transport(cli: &Cli) -> TransportConfig {
         .receive_window(VarInt::from_u32(WINDOW))
         .send_window(u64::from(WINDOW))
         .max_idle_timeout(Some(VarInt::from_u32(120_000).into()))
-        .keep_alive_interval(Some(Duration::from_secs(5)));
+        .keep_alive_interval(Some(Duration::from_secs(5)))
+        // A Poisson workload may have many transfers in flight, each on its own stream.
+        .max_concurrent_bidi_streams(VarInt::from_u32(100_000));
     t
 }
 
@@ -91,14 +119,39 @@ async fn receive(cli: &Cli, port: u16) -> Result<()> {
     let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
     let endpoint = Endpoint::server(config, addr).with_context(|| format!("binding {addr}"))?;
     eprintln!("pantheon-quinn: receiver listening on {addr}");
+    let record = match &cli.transfers {
+        Some(p) => Some(Arc::new(Recorder::create(p, RECEIVER_HEADER)?)),
+        None => None,
+    };
     while let Some(incoming) = endpoint.accept().await {
+        let record = record.clone();
         tokio::spawn(async move {
-            if let Err(e) = drain(incoming).await {
+            let result = match record {
+                Some(r) => serve_transfers(incoming, r).await,
+                None => drain(incoming).await,
+            };
+            if let Err(e) = result {
                 eprintln!("pantheon-quinn: receiver: {e:#}");
             }
         });
     }
     Ok(())
+}
+
+/// Accepts one connection and records the transfer on each of its bidirectional streams
+/// (`pantheon_scheme_wrapper::transfers::serve`).
+async fn serve_transfers(incoming: quinn::Incoming, record: Arc<Recorder>) -> Result<()> {
+    let conn = incoming.await.context("handshake")?;
+    let peer = conn.remote_address().to_string();
+    loop {
+        let (send, recv) = conn.accept_bi().await.context("accepting a stream")?;
+        let (record, peer) = (Arc::clone(&record), peer.clone());
+        tokio::spawn(async move {
+            if let Err(e) = serve(tokio::io::join(recv, send), &record, &peer).await {
+                eprintln!("pantheon-quinn: receiver: {e:#}");
+            }
+        });
+    }
 }
 
 /// Accepts one connection and discards everything sent on its unidirectional streams.
@@ -145,10 +198,35 @@ async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
         }
     };
     eprintln!("pantheon-quinn: sender: connected to {server}");
+    if let Some(spec) = &cli.workload {
+        let w = Workload::parse(spec)?;
+        let path = cli
+            .transfers
+            .as_ref()
+            .context("--workload needs --transfers FILE")?;
+        let record = Arc::new(Recorder::create(path, SENDER_HEADER)?);
+        let until = cli.duration.map(Duration::from_secs_f64);
+        return run_sender(Arc::new(Quic(conn)), &w, cli.seed, until, record).await;
+    }
     let mut stream = conn.open_uni().await?;
     let chunk = vec![0u8; 1 << 16];
     loop {
         stream.write_all(&chunk).await.context("sending")?;
+    }
+}
+
+/// The flow's one connection: each transfer on a bidirectional stream of its own, after the
+/// connection's handshake.
+struct Quic(quinn::Connection);
+
+impl Transport for Quic {
+    type Conn = tokio::io::Join<quinn::RecvStream, quinn::SendStream>;
+    const REUSE: bool = false;
+    const HANDSHAKE: bool = false;
+
+    async fn open(&self) -> Result<Self::Conn> {
+        let (send, recv) = self.0.open_bi().await.context("opening a stream")?;
+        Ok(tokio::io::join(recv, send))
     }
 }
 

@@ -4,6 +4,8 @@
 
 use std::net::Ipv4Addr;
 
+pub mod transfers;
+
 /// The side to run, as a clap subcommand: `receiver PORT` or `sender IP PORT`.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum Side {
@@ -36,4 +38,39 @@ pub fn fill_random(buf: &mut [u8]) {
             *b = x as u8;
         }
     }
+}
+
+/// A transfer-record file (the `workload` crate's `record` formats): rows appended as
+/// transfers start or end, each with one `write` so that a killed program leaves whole rows.
+/// Shared by the threads of a program.
+pub struct Recorder(std::sync::Mutex<std::fs::File>);
+
+impl Recorder {
+    /// Creates (truncates) `path` and writes `header` as its first row. Errors name the file.
+    pub fn create(path: &std::path::Path, header: &str) -> std::io::Result<Recorder> {
+        use std::io::Write;
+        let mut f = std::fs::File::create(path).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("create {}: {e}", path.display()))
+        })?;
+        f.write_all(format!("{header}\n").as_bytes())?;
+        Ok(Recorder(std::sync::Mutex::new(f)))
+    }
+
+    /// Appends `row` and a newline. A failed write is reported on stderr, not fatal: the
+    /// transfer itself goes on, and the analysis reports the row as missing.
+    pub fn row(&self, row: impl std::fmt::Display) {
+        use std::io::Write;
+        let line = format!("{row}\n");
+        let mut f = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = f.write_all(line.as_bytes()) {
+            eprintln!("transfer record not written ({e}): {}", line.trim_end());
+        }
+    }
+}
+
+/// Now, ns since the Unix epoch: the clock of transfer records (the tunnel logs' too).
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }

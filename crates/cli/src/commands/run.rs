@@ -125,9 +125,10 @@ pub(crate) struct CommonRunArgs {
     #[arg(long, conflicts_with_all = ["mix", "config_file"])]
     all: bool,
     /// A mixed experiment: flows of different schemes on the one bottleneck, each
-    /// SCHEME[@START[-STOP]], START and STOP in seconds after the run starts, e.g. "cubic
-    /// bbr@10 ledbat@20-40" (cubic from the start, bbr from 10 s, ledbat from 20 to 40 s). The
-    /// runs are filed under the schemes joined by '-' (cubic-bbr-ledbat). See docs/competition.md.
+    /// SCHEME[@START[-STOP]][+DELAY][(WORKLOAD)], START and STOP in seconds after the run
+    /// starts, e.g. "cubic bbr@10 ledbat@20-40" (cubic from the start, bbr from 10 s, ledbat
+    /// from 20 to 40 s) or "cubic(page) ledbat" (page loads beside a bulk flow). The runs are
+    /// filed under the schemes joined by '-' (cubic-bbr-ledbat). See docs/competition.md.
     #[arg(long, value_name = "FLOWS", conflicts_with_all = ["config_file", "flows", "interval"])]
     mix: Option<String>,
     /// Pantheon's YAML config file (`test.py -c`): `test-name`, `flows: [{scheme: cubic},
@@ -135,6 +136,14 @@ pub(crate) struct CommonRunArgs {
     /// which the command line overrides.
     #[arg(short = 'c', long, value_name = "FILE", conflicts_with_all = ["flows", "interval"])]
     config_file: Option<PathBuf>,
+    /// What every flow sends instead of full throttle (Pantheon's only workload):
+    /// `bytes=N` (one transfer of N bytes; the run ends when every flow's is done),
+    /// `poisson,load=L,size=DIST` (transfers arriving as a Poisson process offering L of the
+    /// bottleneck, sizes e.g. exp:100k, pareto:50k:1.2, cdf:FILE or the shipped `web`), or
+    /// `page[,objects=70,size=web,parallel=6,every=10]` (page loads). Completion times go to
+    /// pantheon_perf.json (`fct_ms`) and the report. See docs/workloads.md.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["mix", "config_file"])]
+    workload: Option<String>,
     /// Seconds each run lasts, from the start of its (first) flow.
     #[arg(short = 't', long, default_value_t = 30.0)]
     runtime: f64,
@@ -280,6 +289,11 @@ fn common_plan(
         emulator: None,
         schemes_dir: c.schemes_dir.clone(),
         mix,
+        workload: c
+            .workload
+            .as_deref()
+            .map(|w| workload::Workload::parse(w).map(|_| w.to_owned()))
+            .transpose()?,
     })
 }
 
@@ -405,6 +419,7 @@ pub(crate) fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
         write_constant_trace(trace, *mbps)?;
     }
     let path = plan.validate(&registry)?;
+    metadata.uplink_mbps = path.uplink_mbps();
     metadata.write(&plan.data_dir)?;
     eprintln!("Emulated path: {}", path.command_line);
     run_experiment(
@@ -561,7 +576,15 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Flags a config file cannot set: its `flows` list says which schemes run and when.
-const NOT_IN_CONFIG: &[&str] = &["schemes", "all", "flows", "interval", "mix", "config-file"];
+const NOT_IN_CONFIG: &[&str] = &[
+    "schemes",
+    "all",
+    "flows",
+    "interval",
+    "mix",
+    "config-file",
+    "workload",
+];
 
 /// Pantheon's config-file keys as defaults of `pantheon run local|remote`'s flags: each key of
 /// the `--config-file FILE` (`-c FILE`) that the command line does not give is added to it

@@ -1,0 +1,363 @@
+//! The analysis of runs with workloads beyond full throttle (issue 29, `docs/workloads.md`):
+//! each flow's transfer records (`workload::record`) joined into completion times, slowdowns
+//! and page load times (`workload::metrics`), checked against what the schedule drew and what
+//! the tunnel saw, for `pantheon_perf.json`, `pantheon_summary.md` and the report.
+//!
+//! - **Offered load**, measured: the bytes of the transfers the sender started ÷ (the run's
+//!   length × the bottleneck's rate). **Drawn**: the same of the arrivals the flow's seed draws
+//!   ([`crate::runner::flow_seed`], `workload::schedule`) before the run's end — what the
+//!   sender was meant to start. The two differ only by arrivals the run's end cut off.
+//! - **Tunnel FCT** of a `bytes=N` flow: from its first packet into the tunnel to its last
+//!   data packet (≥ 100 bytes) out of it, as the tunnel logs have them: the program's FCT seen
+//!   from outside (the program stamps before it connects and when the last byte is read).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use analyzer::report::{cdf_plot, CdfSeries};
+use analyzer::results::Metadata;
+use analyzer::RunStats;
+use serde_json::{json, Map, Value};
+use workload::metrics::{by_size, FlowTransfers, IdlePath, Percentiles};
+use workload::record::{read_receiver, read_sender};
+use workload::schedule::arrivals_before;
+use workload::Workload;
+
+use crate::runner::flow_seed;
+use crate::schemes::Side;
+
+/// Smallest datalink packet counted as data in the tunnel's view of a transfer, bytes.
+const DATA_PACKET_BYTES: u64 = 100;
+
+/// One flow's workload, as its records and logs have it.
+#[derive(Debug, Clone)]
+pub struct FlowWork {
+    /// The workload spec, as given.
+    pub spec: String,
+    /// Both sides' records joined.
+    pub transfers: FlowTransfers,
+    /// Measured offered load, fraction of the bottleneck (when its rate is known and the
+    /// workload is not a single transfer).
+    pub offered_load: Option<f64>,
+    /// What the schedule drew before the run's end: (arrivals, offered load).
+    pub drawn: Option<(usize, Option<f64>)>,
+    /// The tunnel's FCT of a single-transfer flow, ms.
+    pub tunnel_fct_ms: Option<f64>,
+}
+
+/// The workload flows of one run, and what to flag about them.
+#[derive(Debug, Clone, Default)]
+pub struct RunWork {
+    /// By flow id.
+    pub flows: BTreeMap<u32, FlowWork>,
+    /// Records cut short or missing, disagreements between the sides or with the tunnel.
+    pub flags: Vec<String>,
+}
+
+/// Reads and joins the transfer records of every flow of run `run_id` of `name` that has a
+/// workload; `None` if none has. `stats` give each flow's minimum one-way delay (the idle
+/// path of slowdowns); `frames`, when given, the tunnel's view of single transfers.
+pub fn run_work(
+    dir: &Path,
+    meta: &Metadata,
+    name: &str,
+    run_id: u32,
+    stats: &RunStats,
+    frames: Option<&analyzer::ingest::RunFrames>,
+) -> Option<RunWork> {
+    let n_flows = match &meta.mix {
+        Some(m) if m.name == name => m.flows.len(),
+        _ => usize::from(meta.flows),
+    };
+    let mut work = RunWork::default();
+    for i in 1..=n_flows {
+        let Some(spec) = meta.flow_workload(name, i) else {
+            continue;
+        };
+        let id = u32::try_from(i).unwrap_or(u32::MAX);
+        let flow_no = u16::try_from(i).unwrap_or(u16::MAX);
+        let stem = dir.join(format!("{name}_run{run_id}_flow{i}"));
+        let read = |side: Side| {
+            let mut p = stem.clone().into_os_string();
+            p.push(format!(".{}.transfers.csv", side.name()));
+            std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", Path::new(&p).display()))
+        };
+        let mut text = |side: Side| match read(side) {
+            Ok(t) => t,
+            Err(e) => {
+                work.flags.push(format!(
+                    "flow {i}: no {} transfer records ({e})",
+                    side.name()
+                ));
+                String::new()
+            }
+        };
+        let (sent, received) = (
+            read_sender(&text(Side::Sender)),
+            read_receiver(&text(Side::Receiver)),
+        );
+        for (side, stopped) in [("sender", &sent.stopped), ("receiver", &received.stopped)] {
+            if let Some(s) = stopped {
+                work.flags
+                    .push(format!("flow {i}: {side} transfer records: {s}"));
+            }
+        }
+        let flow_stats = stats.flows.get(&id);
+        let path = meta
+            .uplink_mbps
+            .zip(flow_stats.and_then(|f| f.min_delay_ms))
+            .map(|(rate_mbps, owd_ms)| IdlePath {
+                rtt_ms: 2.0 * owd_ms,
+                owd_ms,
+                rate_mbps,
+            });
+        let transfers = FlowTransfers::join(&sent.rows, &received.rows, path.as_ref());
+        work.flags
+            .extend(transfers.warnings.iter().map(|w| format!("flow {i}: {w}")));
+        let workload = Workload::parse(spec).ok();
+        // The flow's share of the run: from its start to its stop or the run's end (its
+        // sender starts nothing after it: `{duration}`).
+        let (start_s, end_s) = match &meta.mix {
+            Some(m) if m.name == name => {
+                let f = &m.flows[i - 1];
+                (f.start, f.stop.unwrap_or(meta.runtime))
+            }
+            _ => (meta.interval * (i - 1) as f64, meta.runtime),
+        };
+        let window_s = (end_s - start_s).max(0.0);
+        let load = |bytes: u64| {
+            meta.uplink_mbps
+                .filter(|_| window_s > 0.0)
+                .map(|r| bytes as f64 * 8.0 / (window_s * r * 1e6))
+        };
+        let single = workload.as_ref().is_some_and(Workload::ends_by_itself);
+        let offered_load = (!single)
+            .then(|| load(transfers.transfers.iter().map(|t| t.started.size).sum()))
+            .flatten();
+        let drawn = workload
+            .as_ref()
+            .filter(|_| !single)
+            .and_then(|w| w.resolve(meta.uplink_mbps).ok())
+            .zip(meta.seed)
+            .map(|(w, seed)| {
+                let a = arrivals_before(&w, flow_seed(seed, run_id, flow_no), window_s);
+                let objects = a
+                    .iter()
+                    .map(|a| match &a.what {
+                        workload::Start::Transfer { .. } => 1,
+                        workload::Start::Page { objects, .. } => objects.len(),
+                    })
+                    .sum();
+                (objects, load(a.iter().map(|a| a.bytes()).sum()))
+            });
+        let tunnel_fct_ms = frames
+            .filter(|_| single)
+            .and_then(|f| f.flow_span(id, DATA_PACKET_BYTES).ok().flatten())
+            .map(|(first, last)| last - first);
+        if let (Some(t), Some(fct)) = (tunnel_fct_ms, transfers.fct_ms().first()) {
+            if (t - fct).abs() > 10.0 + 0.02 * fct {
+                work.flags.push(format!(
+                    "flow {i}: the receiver's FCT ({fct:.1} ms) and the tunnel's ({t:.1} ms) \
+                     disagree"
+                ));
+            }
+        }
+        work.flows.insert(
+            id,
+            FlowWork {
+                spec: spec.to_owned(),
+                transfers,
+                offered_load,
+                drawn,
+                tunnel_fct_ms,
+            },
+        );
+    }
+    (!work.flows.is_empty()).then_some(work)
+}
+
+impl FlowWork {
+    /// The flow's keys in `pantheon_perf.json`: `workload`, `transfers` (`started`,
+    /// `completed`, `aborted`, `unfinished`), `fct_ms` (one per completed transfer, in id
+    /// order), `slowdown` (likewise, when the bottleneck's rate is known), `fct_by_size`,
+    /// and as they apply `page_load_ms` and `pages` (`started`, `completed`),
+    /// `offered_load`, `drawn_transfers`, `drawn_load`, `tunnel_fct_ms`.
+    pub fn json(&self) -> Map<String, Value> {
+        let t = &self.transfers;
+        let mut o = Map::new();
+        o.insert("workload".into(), json!(self.spec));
+        o.insert(
+            "transfers".into(),
+            json!({"started": t.transfers.len(), "completed": t.completed(),
+                   "aborted": t.aborted(), "unfinished": t.unfinished()}),
+        );
+        o.insert("fct_ms".into(), json!(t.fct_ms()));
+        let slowdown: Vec<f64> = t.transfers.iter().filter_map(|x| x.slowdown).collect();
+        if !slowdown.is_empty() {
+            o.insert("slowdown".into(), json!(slowdown));
+        }
+        let buckets: Vec<Value> = by_size(&t.transfers)
+            .iter()
+            .map(|b| {
+                let p = |p: &Percentiles| json!({"p50": p.p50, "p95": p.p95, "p99": p.p99});
+                json!({"size": b.label, "count": b.count, "fct_ms": p(&b.fct_ms),
+                       "slowdown": b.slowdown.as_ref().map(p)})
+            })
+            .collect();
+        o.insert("fct_by_size".into(), json!(buckets));
+        if !t.pages.is_empty() {
+            o.insert("page_load_ms".into(), json!(t.page_load_ms()));
+            o.insert(
+                "pages".into(),
+                json!({"started": t.pages.len(), "completed": t.page_load_ms().len()}),
+            );
+        }
+        if let Some(l) = self.offered_load {
+            o.insert("offered_load".into(), json!(l));
+        }
+        if let Some((n, l)) = self.drawn {
+            o.insert("drawn_transfers".into(), json!(n));
+            o.insert("drawn_load".into(), json!(l));
+        }
+        if let Some(f) = self.tunnel_fct_ms {
+            o.insert("tunnel_fct_ms".into(), json!(f));
+        }
+        o
+    }
+}
+
+/// The CDF of every completed transfer's FCT in a results directory with workloads, one line
+/// per flow label over every run.
+pub const FCT_CDF: &str = "pantheon_fct_cdf.png";
+/// The CDF of page load times, when there are pages, one line per flow label over every run.
+pub const PAGE_LOAD_CDF: &str = "pantheon_page_load_cdf.png";
+
+/// The "Transfers" section of `pantheon_summary.md`: per run and flow what happened to the
+/// transfers, then per scheme (flows of one label together) FCT and slowdown by size bucket,
+/// and the CDFs of FCT and page load time ([`FCT_CDF`], [`PAGE_LOAD_CDF`], drawn into `dir`).
+/// `runs`: (name, run id, that run's work); `style` gives a flow's label and colour (`TCP
+/// Cubic`, or a mix's flow's scheme's).
+pub fn markdown(
+    md: &mut String,
+    dir: &Path,
+    runs: &[(String, u32, &RunWork)],
+    style: &dyn Fn(&str, u32) -> (String, String),
+) {
+    if runs.is_empty() {
+        return;
+    }
+    let label = |name: &str, id: u32| style(name, id).0;
+    let _ = writeln!(md, "\n## Transfers\n");
+    let _ = writeln!(
+        md,
+        "| run | flow | workload | started | done | aborted | unfinished | offered load (drawn) | FCT p50 / p95 / p99 (ms) | page load p50 / p95 (ms) |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    let mut by_label: BTreeMap<String, Vec<&FlowWork>> = BTreeMap::new();
+    for (name, run_id, work) in runs {
+        for (id, f) in &work.flows {
+            let t = &f.transfers;
+            let pct = |v: &[f64], all: bool| {
+                Percentiles::of(v).map_or("—".into(), |p| {
+                    if all {
+                        format!("{:.0} / {:.0} / {:.0}", p.p50, p.p95, p.p99)
+                    } else {
+                        format!("{:.0} / {:.0}", p.p50, p.p95)
+                    }
+                })
+            };
+            let load = match (f.offered_load, f.drawn.and_then(|d| d.1)) {
+                (Some(m), Some(d)) => format!("{m:.3} ({d:.3})"),
+                (Some(m), None) => format!("{m:.3}"),
+                _ => "—".into(),
+            };
+            let _ = writeln!(
+                md,
+                "| {name} {run_id} | {id} ({}) | `{}` | {} | {} | {} | {} | {load} | {} | {} |",
+                label(name, *id),
+                f.spec,
+                t.transfers.len(),
+                t.completed(),
+                t.aborted(),
+                t.unfinished(),
+                pct(&t.fct_ms(), true),
+                pct(&t.page_load_ms(), false),
+            );
+            by_label.entry(label(name, *id)).or_default().push(f);
+        }
+    }
+    let colors: BTreeMap<String, String> = runs
+        .iter()
+        .flat_map(|(name, _, w)| w.flows.keys().map(|id| style(name, *id)))
+        .collect();
+    let _ = writeln!(
+        md,
+        "\nBy size, every run's done transfers together (slowdown = FCT ÷ the ideal FCT on the idle path; docs/workloads.md):\n"
+    );
+    let _ = writeln!(
+        md,
+        "| scheme | size | transfers | FCT p50 / p95 / p99 (ms) | slowdown p50 / p95 / p99 |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|");
+    for (label, flows) in &by_label {
+        let all: Vec<_> = flows.iter().flat_map(|f| &f.transfers.transfers).collect();
+        for b in by_size(all.into_iter()) {
+            let three = |p: &Percentiles, d: usize| {
+                format!("{:.d$} / {:.d$} / {:.d$}", p.p50, p.p95, p.p99)
+            };
+            let _ = writeln!(
+                md,
+                "| {label} | {} | {} | {} | {} |",
+                b.label,
+                b.count,
+                three(&b.fct_ms, 0),
+                b.slowdown.as_ref().map_or("—".into(), |s| three(s, 2)),
+            );
+        }
+    }
+    let series = |values: &dyn Fn(&FlowWork) -> Vec<f64>, scale: f64| -> Vec<CdfSeries> {
+        by_label
+            .iter()
+            .map(|(label, flows)| CdfSeries {
+                label: label.clone(),
+                color: colors.get(label).cloned().unwrap_or_else(|| "grey".into()),
+                dash: 0,
+                values: flows
+                    .iter()
+                    .flat_map(|f: &&FlowWork| values(f))
+                    .map(|v| v / scale)
+                    .collect(),
+            })
+            .filter(|s| !s.values.is_empty())
+            .collect()
+    };
+    let fct = series(&|f| f.transfers.fct_ms(), 1.0);
+    let pages = series(&|f| f.transfers.page_load_ms(), 1000.0);
+    for (file, title, axes, s) in [
+        (
+            FCT_CDF,
+            "Flow completion times",
+            ("Flow completion time (ms)", "CDF (fraction of transfers)"),
+            fct,
+        ),
+        (
+            PAGE_LOAD_CDF,
+            "Page load times",
+            ("Page load time (s)", "CDF (fraction of pages)"),
+            pages,
+        ),
+    ] {
+        if s.is_empty() {
+            continue;
+        }
+        match cdf_plot(&dir.join(file), title, axes, None, &s) {
+            Ok(()) => {
+                let _ = writeln!(md, "\n![{title}]({file})");
+            }
+            Err(e) => {
+                let _ = writeln!(md, "\n{title}: plot not drawn ({e})");
+            }
+        }
+    }
+}
