@@ -3,16 +3,11 @@
 //! analysed by `pantheon analyze`, and two such directories are compared by `pantheon compare`.
 //! No root or network needed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-/// A temporary directory, removed on drop.
-struct Dir(PathBuf);
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::Dir;
 
 /// A Pantheon-style results directory of `cubic`, two runs of 2 s: a 12 Mbit/s link (one
 /// 1500-byte opportunity per ms), one 1500-byte packet sent per ms, each received after

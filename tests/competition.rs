@@ -6,24 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 mod common;
-use common::{read_json, text};
-
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `pantheon args…`: its exit status and output.
-fn pantheon(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
-        .args(args)
-        .output()
-        .expect("run pantheon");
-    (out.status.code().unwrap_or(-1), text(&out))
-}
+use common::{pantheon_status as pantheon, read_json, refused_before_anything_runs, Dir};
 
 /// `pantheon run local ARGS…` over a 20 Mbit/s link into `dir` (made afresh); returns its
 /// results directory once it ended well.
@@ -188,30 +171,25 @@ fn bad_mixes_and_config_files_are_refused_before_anything_runs() {
         "test-name: t\nflows:\n  - scheme: cubic\n  - {scheme: bbr, start: soon}\n",
     )
     .unwrap();
-    let data_s = data.to_str().unwrap();
-    for (args, says) in [
-        (vec!["--mix", "cubic bbr@x"], "--mix: `bbr@x`: START"),
-        (vec!["--mix", "cubic nosuch@5"], "nosuch"),
-        (
-            vec!["--mix", "cubic ledbat@20-40", "--runtime", "30"],
-            "flow 2 (ledbat@20-40)",
-        ),
-        (vec!["--config-file", yml.to_str().unwrap()], "flows[2]"),
-        (
-            vec!["--mix", "cubic", "--flows", "2"],
-            "cannot be used with",
-        ),
-        (
-            vec!["--mix", "cubic ledbat", "--baseline", "/nonexistent/solo"],
-            "--baseline",
-        ),
-    ] {
-        let mut all = vec!["run", "local", "--data-dir", data_s];
-        all.extend(args.iter().copied());
-        let (code, out) = pantheon(&all);
-        assert_eq!(code, 2, "{args:?}: {out}");
-        assert!(out.contains(says), "{args:?}: {out}");
-        assert!(!data.exists(), "{args:?} created {}", data.display());
-    }
+    refused_before_anything_runs(
+        &data,
+        &[
+            (vec!["--mix", "cubic bbr@x"], "--mix: `bbr@x`: START"),
+            (vec!["--mix", "cubic nosuch@5"], "nosuch"),
+            (
+                vec!["--mix", "cubic ledbat@20-40", "--runtime", "30"],
+                "flow 2 (ledbat@20-40)",
+            ),
+            (vec!["--config-file", yml.to_str().unwrap()], "flows[2]"),
+            (
+                vec!["--mix", "cubic", "--flows", "2"],
+                "cannot be used with",
+            ),
+            (
+                vec!["--mix", "cubic ledbat", "--baseline", "/nonexistent/solo"],
+                "--baseline",
+            ),
+        ],
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,35 +4,17 @@
 //! iproute2 and `pantheon-tcp` (installed by scripts/setup.sh with the workspace's programs).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
 mod common;
-use common::{read_json, text};
-
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{pantheon_status as pantheon, read_json, refused_before_anything_runs, Dir};
 
 fn temp(what: &str) -> Dir {
     let d = std::env::temp_dir().join(format!("pantheon-workload-{what}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     Dir(d)
-}
-
-/// `pantheon args…`: its exit status and output.
-fn pantheon(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
-        .args(args)
-        .output()
-        .expect("run pantheon");
-    (out.status.code().unwrap_or(-1), text(&out))
 }
 
 /// A constant `mbps` trace in `dir`.
@@ -138,7 +120,7 @@ fn one_transfer_completes_as_slow_start_predicts_and_sooner_on_a_faster_link() {
     assert!(!flags.contains("short run"), "{flags}");
     let summary = std::fs::read_to_string(data.join("pantheon_summary.md")).unwrap();
     assert!(
-        summary.contains("## Transfers") && summary.contains("`bytes=1000000`"),
+        summary.contains("## Transfers") && summary.contains("| bytes=1000000 |"),
         "{summary}"
     );
 
@@ -297,12 +279,22 @@ fn quic_and_ledbat_carry_workloads_too() {
         );
         assert!(n("started") >= 25, "{scheme}: {f}");
         assert_eq!(n("aborted"), 0, "{scheme}: {f}");
-        assert!(n("completed") + 3 >= n("started"), "{scheme}: {f}");
-        let (m, d) = (
-            f["offered_load"].as_f64().unwrap(),
-            f["drawn_load"].as_f64().unwrap(),
+        // Only those started in the last second or so may still be going at the end (a
+        // LEDBAT transfer takes up to ~1 s here).
+        assert_eq!(
+            n("completed") + n("unfinished"),
+            n("started"),
+            "{scheme}: {f}"
         );
-        assert!((m - d).abs() <= 0.01 * d, "{scheme}: {m} vs {d}");
+        assert!(n("unfinished") <= 8, "{scheme}: {f}");
+        // What it started is what its seed drew for the run (an arrival in the run's last
+        // instant may be cut off).
+        let drawn = f["drawn_transfers"].as_u64().unwrap();
+        assert!(
+            n("started") <= drawn && n("started") + 1 >= drawn,
+            "{scheme}: started {}, drew {drawn}",
+            n("started")
+        );
     }
     // QUIC carries transfers on streams of one warm connection: no handshake, and a window
     // already open — its median transfer is close to ideal. Each of LEDBAT's opens a uTP
@@ -327,45 +319,40 @@ fn quic_and_ledbat_carry_workloads_too() {
 fn bad_workloads_are_refused_before_anything_runs() {
     let dir = temp("bad");
     let data = dir.0.join("results");
-    let data_s = data.to_str().unwrap();
-    for (args, says) in [
-        (
-            vec!["--schemes", "cubic", "--workload", "bytes=-5"],
-            "bytes: ",
-        ),
-        (
-            vec!["--schemes", "cubic", "--workload", "poisson,load=1"],
-            "load: must be above 0 and below 1",
-        ),
-        (
-            vec![
-                "--schemes",
-                "cubic",
-                "--workload",
-                "poisson,load=0.5,size=cdf:/nonexistent/sizes.cdf",
-            ],
-            "size: /nonexistent/sizes.cdf",
-        ),
-        (
-            vec!["--schemes", "cubic", "--workload", "page,parallel=0"],
-            "parallel: ",
-        ),
-        (
-            vec!["--schemes", "copa", "--workload", "bytes=1M"],
-            "copa cannot run workload `bytes=1000000`: its programs run bulk",
-        ),
-        (
-            vec!["--mix", "cubic(poisson,load=2) ledbat"],
-            "load: must be above 0",
-        ),
-    ] {
-        let mut all = vec!["run", "local", "--data-dir", data_s];
-        all.extend(args.iter().copied());
-        let (code, out) = pantheon(&all);
-        assert_eq!(code, 2, "{args:?}: {out}");
-        assert!(out.contains(says), "{args:?}: {out}");
-        assert!(!data.exists(), "{args:?} created {}", data.display());
-    }
+    refused_before_anything_runs(
+        &data,
+        &[
+            (
+                vec!["--schemes", "cubic", "--workload", "bytes=-5"],
+                "bytes: ",
+            ),
+            (
+                vec!["--schemes", "cubic", "--workload", "poisson,load=1"],
+                "load: must be above 0 and below 1",
+            ),
+            (
+                vec![
+                    "--schemes",
+                    "cubic",
+                    "--workload",
+                    "poisson,load=0.5,size=cdf:/nonexistent/sizes.cdf",
+                ],
+                "size: /nonexistent/sizes.cdf",
+            ),
+            (
+                vec!["--schemes", "cubic", "--workload", "page,parallel=0"],
+                "parallel: ",
+            ),
+            (
+                vec!["--schemes", "copa", "--workload", "bytes=1M"],
+                "copa cannot run workload `bytes=1000000`: its programs run bulk",
+            ),
+            (
+                vec!["--mix", "cubic(poisson,load=2) ledbat"],
+                "load: must be above 0",
+            ),
+        ],
+    );
 }
 
 #[test]

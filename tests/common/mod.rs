@@ -138,3 +138,34 @@ pub fn read_json(p: &Path) -> Value {
     )
     .unwrap()
 }
+
+/// A temporary directory, removed on drop.
+pub struct Dir(pub PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `pantheon args…` (this build's): its exit status and output.
+pub fn pantheon_status(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args(args)
+        .output()
+        .expect("run pantheon");
+    (out.status.code().unwrap_or(-1), text(&out))
+}
+
+/// Each case `(args, says)`: `pantheon run local --data-dir DATA ARGS…` is refused before
+/// anything runs — exit status 2, its output saying `says`, nothing created at `data`.
+pub fn refused_before_anything_runs(data: &Path, cases: &[(Vec<&str>, &str)]) {
+    for (args, says) in cases {
+        let mut all = vec!["run", "local", "--data-dir", data.to_str().unwrap()];
+        all.extend(args.iter().copied());
+        let (code, out) = pantheon_status(&all);
+        assert_eq!(code, 2, "{args:?}: {out}");
+        assert!(out.contains(says), "{args:?}: {out}");
+        assert!(!data.exists(), "{args:?} created {}", data.display());
+    }
+}

@@ -896,6 +896,90 @@ fn draw_cdf<DB: DrawingBackend>(
     root.present().map_err(e)
 }
 
+/// One line of a [`scatter_plot`]: its legend text, colour (a matplotlib name) and points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointSeries {
+    /// Legend text.
+    pub label: String,
+    /// Colour name.
+    pub color: String,
+    /// (x, y) points; x > 0 (it is drawn on a log scale).
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Points to an SVG or PNG file, x on a log scale labelled in bytes (transfer sizes), one
+/// colour per series: the slowdown of every transfer against its size.
+pub fn scatter_plot(
+    path: &Path,
+    title: &str,
+    axes: (&str, &str),
+    series: &[PointSeries],
+) -> Result<(), PlotError> {
+    to_file!(path, (900, 600), draw_scatter, title, axes, series)
+}
+
+/// `bytes` as `1.5 KB`, `20 MB` (powers of 10).
+fn format_bytes(bytes: f64) -> String {
+    match bytes {
+        b if b >= 1e9 => format!("{} GB", b / 1e9),
+        b if b >= 1e6 => format!("{} MB", b / 1e6),
+        b if b >= 1e3 => format!("{} KB", b / 1e3),
+        b => format!("{b} B"),
+    }
+}
+
+fn draw_scatter<DB: DrawingBackend>(
+    root: Area<DB>,
+    title: &str,
+    (x_desc, y_desc): (&str, &str),
+    series: &[PointSeries],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let (lo, hi, ymax) = series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .filter(|p| p.0 > 0.0 && p.1.is_finite())
+        .fold((f64::MAX, f64::MIN, 0.0f64), |(lo, hi, y), p| {
+            (lo.min(p.0.log10()), hi.max(p.0.log10()), y.max(p.1))
+        });
+    let (lo, hi) = if lo > hi {
+        (0.0, 1.0)
+    } else {
+        (lo - 0.1, hi + 0.1)
+    };
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(lo..hi, 0.0..ymax.max(1.0) * 1.05)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| format_bytes((10f64.powf(*x)).round()))
+        .draw()
+        .map_err(e)?;
+    for s in series {
+        let color = color_rgb(&s.color);
+        let style = color.mix(0.6).filled();
+        chart
+            .draw_series(
+                s.points
+                    .iter()
+                    .filter(|p| p.0 > 0.0 && p.1.is_finite())
+                    .map(|p| Circle::new((p.0.log10(), p.1), 3, style)),
+            )
+            .map_err(e)?
+            .label(s.label.clone())
+            .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)?;
+    root.present().map_err(e)
+}
+
 /// A heatmap to an SVG or PNG file: `values[j][i]` at (`xs[i]`, `ys[j]`), each cell coloured
 /// from white (the lowest value) to dark blue (the highest) and labelled with its value;
 /// empty cells grey.
@@ -1113,6 +1197,16 @@ mod tests {
         ];
         let cdf = dir.join("cdf.png");
         cdf_plot(&cdf, "t", ("ratio", "CDF"), Some(0.9), &series).unwrap();
+        let scatter = dir.join("scatter.png");
+        let points = [PointSeries {
+            label: "TCP Cubic".into(),
+            color: "black".into(),
+            points: vec![(5_000.0, 1.2), (120_000.0, 2.5), (2e6, 1.1)],
+        }];
+        scatter_plot(&scatter, "t", ("size", "slowdown"), &points).unwrap();
+        assert!(std::fs::metadata(&scatter).unwrap().len() > 1000);
+        assert_eq!(format_bytes(1.5e3), "1.5 KB");
+        assert_eq!(format_bytes(2e7), "20 MB");
         let heat = dir.join("heat.svg");
         let values = vec![vec![Some(0.5), None], vec![Some(1.0), Some(0.7)]];
         heatmap_plot(

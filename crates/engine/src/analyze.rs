@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use crate::plan::write_json;
 use crate::record::{RunOutcome, RunRecord};
 use crate::schemes::Registry;
-use crate::transfers::RunWork;
+use crate::transfers::{RunWork, Table};
 
 /// A run as the analysis sees it.
 struct RunResult {
@@ -378,10 +378,11 @@ pub fn analyze_dir_with(
         results.entry(scheme).or_default().push(rr);
     }
     write_perf(dir, &results)?;
-    let md = summary_markdown(dir, &meta, &results, registry);
+    let transfers = transfer_report(dir, &meta, &results, registry);
+    let md = summary_markdown(dir, &meta, &results, registry, &transfers);
     std::fs::write(dir.join("pantheon_summary.md"), &md)?;
     summary_plots(dir, &meta, &results, registry)?;
-    write_report(dir, &meta, &results, registry)?;
+    write_report(dir, &meta, &results, registry, &transfers)?;
     Ok(md)
 }
 
@@ -735,7 +736,57 @@ fn label(registry: &Registry, scheme: &str) -> String {
 
 /// `pantheon_summary.md`: the means of the valid runs per scheme (as Pantheon), then every
 /// run with its status and notes.
-fn summary_markdown(dir: &Path, meta: &Metadata, results: &Results, registry: &Registry) -> String {
+/// The transfers' tables and CDF plots of the workload runs, if any ([`crate::transfers::report`]).
+type TransferReport = (Vec<Table>, Vec<Result<(String, String), String>>);
+
+fn transfer_report(
+    dir: &Path,
+    meta: &Metadata,
+    results: &Results,
+    registry: &Registry,
+) -> TransferReport {
+    let work: Vec<(String, u32, &RunWork)> = results
+        .iter()
+        .flat_map(|(name, runs)| {
+            runs.iter()
+                .filter_map(move |r| Some((name.clone(), r.run_id, r.work.as_ref()?)))
+        })
+        .collect();
+    // A flow of a mix is labelled with the flows beside it ("TCP Cubic with LEDBAT"): the
+    // CDFs are per scheme and per background.
+    let flow_style = |name: &str, flow: u32| {
+        let (scheme, others) = match &meta.mix {
+            Some(m) if m.name == name => {
+                let i = flow as usize - 1;
+                let others: Vec<String> = (m.flows.iter().enumerate())
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, f)| label(registry, &f.scheme))
+                    .collect();
+                (m.flows.get(i).map_or(name, |f| f.scheme.as_str()), others)
+            }
+            _ => (name, Vec::new()),
+        };
+        let color = registry
+            .get(scheme)
+            .map_or_else(|_| "grey".to_owned(), |d| d.color.clone());
+        match others.is_empty() {
+            true => (label(registry, scheme), color),
+            false => (
+                format!("{} with {}", label(registry, scheme), others.join(", ")),
+                color,
+            ),
+        }
+    };
+    crate::transfers::report(dir, &work, &flow_style)
+}
+
+fn summary_markdown(
+    dir: &Path,
+    meta: &Metadata,
+    results: &Results,
+    registry: &Registry,
+    transfers: &TransferReport,
+) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# Pantheon-rs summary: {}\n", dir.display());
     if let Some(cmd) = &meta.emulator_command {
@@ -770,27 +821,15 @@ fn summary_markdown(dir: &Path, meta: &Metadata, results: &Results, registry: &R
         );
     }
     competition_markdown(&mut md, results, registry);
-    let work: Vec<(String, u32, &RunWork)> = results
-        .iter()
-        .flat_map(|(name, runs)| {
-            runs.iter()
-                .filter_map(move |r| Some((name.clone(), r.run_id, r.work.as_ref()?)))
-        })
-        .collect();
-    let flow_style = |name: &str, flow: u32| {
-        let scheme = match &meta.mix {
-            Some(m) if m.name == name => m
-                .flows
-                .get(flow as usize - 1)
-                .map_or(name, |f| f.scheme.as_str()),
-            _ => name,
+    for t in &transfers.0 {
+        md.push_str(&t.markdown());
+    }
+    for p in &transfers.1 {
+        let _ = match p {
+            Ok((title, file)) => writeln!(md, "\n![{title}]({file})"),
+            Err(e) => writeln!(md, "\n{e}"),
         };
-        let color = registry
-            .get(scheme)
-            .map_or_else(|_| "grey".to_owned(), |d| d.color.clone());
-        (label(registry, scheme), color)
-    };
-    crate::transfers::markdown(&mut md, dir, &work, &flow_style);
+    }
     let _ = writeln!(md, "\n## Runs\n");
     let _ = writeln!(
         md,
@@ -990,6 +1029,7 @@ fn write_report(
     meta: &Metadata,
     results: &Results,
     registry: &Registry,
+    transfers: &TransferReport,
 ) -> anyhow::Result<()> {
     use analyzer::document::{FlowMeans, Report, RunSection, TableRow};
     let mut table = Vec::new();
@@ -1066,6 +1106,7 @@ fn write_report(
             .flatten()
             .collect(),
         table,
+        sections: transfer_sections(dir, transfers),
         runs,
     };
     let out = dir.join("pantheon_report.html");
@@ -1074,6 +1115,31 @@ fn write_report(
     let out = dir.join("pantheon_report.pdf");
     let pdf = analyzer::document::pdf(&report).map_err(|e| anyhow::anyhow!("PDF report: {e}"))?;
     std::fs::write(&out, pdf).with_context(|| format!("write {}", out.display()))
+}
+
+/// The transfers' tables as report sections, the last one with the CDF plots that were drawn.
+fn transfer_sections(
+    dir: &Path,
+    (tables, plots): &TransferReport,
+) -> Vec<analyzer::document::TableSection> {
+    let mut sections: Vec<_> = tables
+        .iter()
+        .map(|t| analyzer::document::TableSection {
+            title: t.title.clone(),
+            note: t.note.clone(),
+            header: t.header.clone(),
+            rows: t.rows.clone(),
+            plots_png: Vec::new(),
+        })
+        .collect();
+    if let Some(last) = sections.last_mut() {
+        last.plots_png = plots
+            .iter()
+            .flatten()
+            .filter_map(|(_, file)| std::fs::read(dir.join(file)).ok())
+            .collect();
+    }
+    sections
 }
 
 /// The sysctls Pantheon's report lists: the default qdisc and the socket-buffer sizes.

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use analyzer::report::{cdf_plot, CdfSeries};
+use analyzer::report::{cdf_plot, scatter_plot, CdfSeries, PointSeries};
 use analyzer::results::Metadata;
 use analyzer::RunStats;
 use serde_json::{json, Map, Value};
@@ -232,28 +232,77 @@ impl FlowWork {
 pub const FCT_CDF: &str = "pantheon_fct_cdf.png";
 /// The CDF of page load times, when there are pages, one line per flow label over every run.
 pub const PAGE_LOAD_CDF: &str = "pantheon_page_load_cdf.png";
+/// Every done transfer's slowdown against its size, a colour per flow label.
+pub const SLOWDOWN_VS_SIZE: &str = "pantheon_slowdown_vs_size.png";
 
-/// The "Transfers" section of `pantheon_summary.md`: per run and flow what happened to the
-/// transfers, then per scheme (flows of one label together) FCT and slowdown by size bucket,
-/// and the CDFs of FCT and page load time ([`FCT_CDF`], [`PAGE_LOAD_CDF`], drawn into `dir`).
-/// `runs`: (name, run id, that run's work); `style` gives a flow's label and colour (`TCP
-/// Cubic`, or a mix's flow's scheme's).
-pub fn markdown(
-    md: &mut String,
+/// One table of the transfers' report: a title, a line under it, headings and rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    /// Its heading.
+    pub title: String,
+    /// What it shows, in a sentence.
+    pub note: String,
+    /// Column headings.
+    pub header: Vec<String>,
+    /// Rows, as many cells as headings.
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// As Markdown: `## title`, the note, the table.
+    pub fn markdown(&self) -> String {
+        let mut md = format!(
+            "\n## {}\n\n{}\n\n| {} |\n|{}\n",
+            self.title,
+            self.note,
+            self.header.join(" | "),
+            "---|".repeat(self.header.len())
+        );
+        for r in &self.rows {
+            let _ = writeln!(md, "| {} |", r.join(" | "));
+        }
+        md
+    }
+}
+
+/// What the analysis says of the transfers of a results directory: two tables — per run and
+/// flow what happened to its transfers; per flow label (every run together) FCT and slowdown
+/// by size bucket — and the plots drawn into `dir` ([`FCT_CDF`], [`PAGE_LOAD_CDF`],
+/// [`SLOWDOWN_VS_SIZE`]) as
+/// (title, file), or why one was not drawn. `runs`: (name, run id, that run's work); `style`
+/// gives a flow's label and colour (`TCP Cubic`, or a mix's flow's scheme's). Empty without
+/// workload runs.
+pub fn report(
     dir: &Path,
     runs: &[(String, u32, &RunWork)],
     style: &dyn Fn(&str, u32) -> (String, String),
-) {
+) -> (Vec<Table>, Vec<Result<(String, String), String>>) {
     if runs.is_empty() {
-        return;
+        return (Vec::new(), Vec::new());
     }
     let label = |name: &str, id: u32| style(name, id).0;
-    let _ = writeln!(md, "\n## Transfers\n");
-    let _ = writeln!(
-        md,
-        "| run | flow | workload | started | done | aborted | unfinished | offered load (drawn) | FCT p50 / p95 / p99 (ms) | page load p50 / p95 (ms) |"
-    );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    let mut flows_table = Table {
+        title: "Transfers".into(),
+        note: "Each flow with a workload: its transfers started, done, aborted and still going \
+               at the end; the offered load it started (and the one its seed drew); FCT and page \
+               load percentiles (docs/workloads.md)."
+            .into(),
+        header: [
+            "run",
+            "flow",
+            "workload",
+            "started",
+            "done",
+            "aborted",
+            "unfinished",
+            "offered load (drawn)",
+            "FCT p50 / p95 / p99 (ms)",
+            "page load p50 / p95 (ms)",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
     let mut by_label: BTreeMap<String, Vec<&FlowWork>> = BTreeMap::new();
     for (name, run_id, work) in runs {
         for (id, f) in &work.flows {
@@ -272,50 +321,56 @@ pub fn markdown(
                 (Some(m), None) => format!("{m:.3}"),
                 _ => "—".into(),
             };
-            let _ = writeln!(
-                md,
-                "| {name} {run_id} | {id} ({}) | `{}` | {} | {} | {} | {} | {load} | {} | {} |",
-                label(name, *id),
-                f.spec,
-                t.transfers.len(),
-                t.completed(),
-                t.aborted(),
-                t.unfinished(),
+            flows_table.rows.push(vec![
+                format!("{name} {run_id}"),
+                format!("{id} ({})", label(name, *id)),
+                f.spec.clone(),
+                t.transfers.len().to_string(),
+                t.completed().to_string(),
+                t.aborted().to_string(),
+                t.unfinished().to_string(),
+                load,
                 pct(&t.fct_ms(), true),
                 pct(&t.page_load_ms(), false),
-            );
+            ]);
             by_label.entry(label(name, *id)).or_default().push(f);
         }
     }
-    let colors: BTreeMap<String, String> = runs
-        .iter()
-        .flat_map(|(name, _, w)| w.flows.keys().map(|id| style(name, *id)))
-        .collect();
-    let _ = writeln!(
-        md,
-        "\nBy size, every run's done transfers together (slowdown = FCT ÷ the ideal FCT on the idle path; docs/workloads.md):\n"
-    );
-    let _ = writeln!(
-        md,
-        "| scheme | size | transfers | FCT p50 / p95 / p99 (ms) | slowdown p50 / p95 / p99 |"
-    );
-    let _ = writeln!(md, "|---|---|---|---|---|");
+    let mut size_table = Table {
+        title: "Transfers by size".into(),
+        note: "Every run's done transfers together; slowdown = FCT ÷ the ideal FCT on the idle \
+               path (docs/workloads.md)."
+            .into(),
+        header: [
+            "scheme",
+            "size",
+            "transfers",
+            "FCT p50 / p95 / p99 (ms)",
+            "slowdown p50 / p95 / p99",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
     for (label, flows) in &by_label {
         let all: Vec<_> = flows.iter().flat_map(|f| &f.transfers.transfers).collect();
         for b in by_size(all.into_iter()) {
             let three = |p: &Percentiles, d: usize| {
                 format!("{:.d$} / {:.d$} / {:.d$}", p.p50, p.p95, p.p99)
             };
-            let _ = writeln!(
-                md,
-                "| {label} | {} | {} | {} | {} |",
-                b.label,
-                b.count,
+            size_table.rows.push(vec![
+                label.clone(),
+                b.label.to_owned(),
+                b.count.to_string(),
                 three(&b.fct_ms, 0),
                 b.slowdown.as_ref().map_or("—".into(), |s| three(s, 2)),
-            );
+            ]);
         }
     }
+    let colors: BTreeMap<String, String> = runs
+        .iter()
+        .flat_map(|(name, _, w)| w.flows.keys().map(|id| style(name, *id)))
+        .collect();
     let series = |values: &dyn Fn(&FlowWork) -> Vec<f64>, scale: f64| -> Vec<CdfSeries> {
         by_label
             .iter()
@@ -334,6 +389,7 @@ pub fn markdown(
     };
     let fct = series(&|f| f.transfers.fct_ms(), 1.0);
     let pages = series(&|f| f.transfers.page_load_ms(), 1000.0);
+    let mut plots = Vec::new();
     for (file, title, axes, s) in [
         (
             FCT_CDF,
@@ -351,13 +407,37 @@ pub fn markdown(
         if s.is_empty() {
             continue;
         }
-        match cdf_plot(&dir.join(file), title, axes, None, &s) {
-            Ok(()) => {
-                let _ = writeln!(md, "\n![{title}]({file})");
-            }
-            Err(e) => {
-                let _ = writeln!(md, "\n{title}: plot not drawn ({e})");
-            }
-        }
+        plots.push(
+            cdf_plot(&dir.join(file), title, axes, None, &s)
+                .map(|()| (title.to_owned(), file.to_owned()))
+                .map_err(|e| format!("{title}: plot not drawn ({e})")),
+        );
     }
+    let points: Vec<PointSeries> = by_label
+        .iter()
+        .map(|(label, flows)| PointSeries {
+            label: label.clone(),
+            color: colors.get(label).cloned().unwrap_or_else(|| "grey".into()),
+            points: flows
+                .iter()
+                .flat_map(|f| &f.transfers.transfers)
+                .filter_map(|t| Some((t.started.size as f64, t.slowdown?)))
+                .collect(),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    if !points.is_empty() {
+        let title = "Slowdown vs size";
+        plots.push(
+            scatter_plot(
+                &dir.join(SLOWDOWN_VS_SIZE),
+                title,
+                ("Transfer size (log scale)", "Slowdown (FCT ÷ ideal FCT)"),
+                &points,
+            )
+            .map(|()| (title.to_owned(), SLOWDOWN_VS_SIZE.to_owned()))
+            .map_err(|e| format!("{title}: plot not drawn ({e})")),
+        );
+    }
+    (vec![flows_table, size_table], plots)
 }

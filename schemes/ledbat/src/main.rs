@@ -23,11 +23,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Parser;
 use libutp_rs2::UtpUdpContext;
-use pantheon_scheme_wrapper::transfers::{run_sender, serve, Transport};
-use pantheon_scheme_wrapper::{fill_random, Recorder, Side};
+use pantheon_scheme_wrapper::transfers::{serve, Transport, WorkloadArgs};
+use pantheon_scheme_wrapper::{fill_random, Side};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use workload::record::{RECEIVER_HEADER, SENDER_HEADER};
-use workload::Workload;
 
 /// Command line, in Pantheon's wrapper shape.
 #[derive(Parser)]
@@ -38,19 +36,8 @@ use workload::Workload;
 struct Cli {
     #[command(subcommand)]
     side: Side,
-    /// The sender's workload instead of full throttle (`bytes=1000000`, `poisson,rate=…`,
-    /// `page,…`; a Poisson load must come as a rate: the harness converts `load=`).
-    #[arg(long, global = true)]
-    workload: Option<String>,
-    /// Seed of the workload schedule's draws.
-    #[arg(long, default_value_t = 1, global = true)]
-    seed: u64,
-    /// Seconds the flow has in the run: arrivals after it are not started.
-    #[arg(long, global = true)]
-    duration: Option<f64>,
-    /// Where this side writes its transfer records (CSV); the receiver records only with it.
-    #[arg(long, global = true)]
-    transfers: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    workload: WorkloadArgs,
 }
 
 /// uTP connections to the receiver, one per transfer (or per page slot), on one UDP socket.
@@ -86,8 +73,7 @@ async fn main() -> Result<()> {
                 .await
                 .with_context(|| format!("binding {addr}"))?;
             eprintln!("pantheon-ledbat: receiver listening on {addr}");
-            if let Some(path) = &cli.transfers {
-                let record = Arc::new(Recorder::create(path, RECEIVER_HEADER)?);
+            if let Some(record) = cli.workload.receiver_record()? {
                 loop {
                     let stream = ctx.accept().await.context("accepting")?;
                     let record = Arc::clone(&record);
@@ -117,16 +103,8 @@ async fn main() -> Result<()> {
             // SYN and the flow started 3 s late, at libutp's first retransmission: let the
             // runtime poll the socket first.
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            if let Some(spec) = &cli.workload {
-                let w = Workload::parse(spec)?;
-                let path = cli
-                    .transfers
-                    .as_ref()
-                    .context("--workload needs --transfers FILE")?;
-                let record = Arc::new(Recorder::create(path, SENDER_HEADER)?);
-                let until = cli.duration.map(std::time::Duration::from_secs_f64);
-                let utp = Utp { ctx, addr: server };
-                return run_sender(Arc::new(utp), &w, cli.seed, until, record).await;
+            if let Some(w) = cli.workload.sender()? {
+                return w.run(Utp { ctx, addr: server }).await;
             }
             let mut stream = ctx
                 .connect(server)

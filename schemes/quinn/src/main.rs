@@ -31,12 +31,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
-use pantheon_scheme_wrapper::transfers::{run_sender, serve, Transport};
+use pantheon_scheme_wrapper::transfers::{serve, Transport, WorkloadArgs};
 use pantheon_scheme_wrapper::{Recorder, Side};
 use quinn::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
 use quinn::{Endpoint, TransportConfig, VarInt};
-use workload::record::{RECEIVER_HEADER, SENDER_HEADER};
-use workload::Workload;
 
 /// Command line, in Pantheon's wrapper shape.
 #[derive(Parser)]
@@ -54,19 +52,8 @@ struct Cli {
     /// IPv4. At least 1200 (QUIC's minimum).
     #[arg(long, default_value_t = 1436, global = true, value_parser = clap::value_parser!(u16).range(1200..))]
     max_udp_payload: u16,
-    /// The sender's workload instead of full throttle (`bytes=1000000`, `poisson,rate=…`,
-    /// `page,…`; a Poisson load must come as a rate: the harness converts `load=`).
-    #[arg(long, global = true)]
-    workload: Option<String>,
-    /// Seed of the workload schedule's draws.
-    #[arg(long, default_value_t = 1, global = true)]
-    seed: u64,
-    /// Seconds the flow has in the run: arrivals after it are not started.
-    #[arg(long, global = true)]
-    duration: Option<f64>,
-    /// Where this side writes its transfer records (CSV); the receiver records only with it.
-    #[arg(long, global = true)]
-    transfers: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    workload: WorkloadArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -119,10 +106,7 @@ async fn receive(cli: &Cli, port: u16) -> Result<()> {
     let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
     let endpoint = Endpoint::server(config, addr).with_context(|| format!("binding {addr}"))?;
     eprintln!("pantheon-quinn: receiver listening on {addr}");
-    let record = match &cli.transfers {
-        Some(p) => Some(Arc::new(Recorder::create(p, RECEIVER_HEADER)?)),
-        None => None,
-    };
+    let record = cli.workload.receiver_record()?;
     while let Some(incoming) = endpoint.accept().await {
         let record = record.clone();
         tokio::spawn(async move {
@@ -198,15 +182,8 @@ async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
         }
     };
     eprintln!("pantheon-quinn: sender: connected to {server}");
-    if let Some(spec) = &cli.workload {
-        let w = Workload::parse(spec)?;
-        let path = cli
-            .transfers
-            .as_ref()
-            .context("--workload needs --transfers FILE")?;
-        let record = Arc::new(Recorder::create(path, SENDER_HEADER)?);
-        let until = cli.duration.map(Duration::from_secs_f64);
-        return run_sender(Arc::new(Quic(conn)), &w, cli.seed, until, record).await;
+    if let Some(w) = cli.workload.sender()? {
+        return w.run(Quic(conn)).await;
     }
     let mut stream = conn.open_uni().await?;
     let chunk = vec![0u8; 1 << 16];

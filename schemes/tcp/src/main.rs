@@ -23,17 +23,12 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use pantheon_scheme_wrapper::transfers::{run_sender, serve, Transport};
-use pantheon_scheme_wrapper::Recorder;
+use pantheon_scheme_wrapper::transfers::{serve, Transport, WorkloadArgs};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use workload::record::{RECEIVER_HEADER, SENDER_HEADER};
-use workload::Workload;
 
 /// Command line.
 #[derive(Parser)]
@@ -45,19 +40,20 @@ use workload::Workload;
 struct Cli {
     #[command(subcommand)]
     side: Side,
+    #[command(flatten)]
+    workload: WorkloadArgs,
 }
 
 #[derive(Subcommand)]
 enum Side {
-    /// Runs first: accepts connections on TCP `0.0.0.0:PORT` and records every transfer.
+    /// Runs first: accepts connections on TCP `0.0.0.0:PORT` and records every transfer
+    /// (`--transfers FILE`, required).
     Receiver {
         /// TCP port to listen on.
         port: u16,
-        /// Where to write the receiver's transfer records (CSV).
-        #[arg(long)]
-        transfers: PathBuf,
     },
-    /// Runs second: starts the workload's transfers to `IP:PORT` at their times.
+    /// Runs second: starts the workload's transfers (`--workload`, required) to `IP:PORT` at
+    /// their times.
     Sender {
         /// The receiver's address.
         ip: Ipv4Addr,
@@ -66,19 +62,6 @@ enum Side {
         /// Kernel congestion control of every connection (`cubic`, `bbr`, `reno`, `vegas`).
         #[arg(long)]
         cc: String,
-        /// The workload (`bytes=1000000`, `poisson,rate=6.25,size=exp:100k`, `page,…`): a
-        /// Poisson load must come as a rate here (the harness converts `load=`).
-        #[arg(long)]
-        workload: String,
-        /// Seed of the schedule's random draws.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Seconds the flow has in the run: arrivals after it are not started.
-        #[arg(long)]
-        duration: Option<f64>,
-        /// Where to write the sender's transfer records (CSV).
-        #[arg(long)]
-        transfers: PathBuf,
     },
 }
 
@@ -122,9 +105,13 @@ impl Transport for Tcp {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
-    match Cli::parse().side {
-        Side::Receiver { port, transfers } => {
-            let record = Arc::new(Recorder::create(&transfers, RECEIVER_HEADER)?);
+    let cli = Cli::parse();
+    match cli.side {
+        Side::Receiver { port } => {
+            let record = cli
+                .workload
+                .receiver_record()?
+                .context("the receiver needs --transfers FILE")?;
             let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))
                 .await
                 .with_context(|| format!("listen on TCP port {port}"))?;
@@ -140,21 +127,18 @@ async fn main() -> Result<()> {
                 });
             }
         }
-        Side::Sender {
-            ip,
-            port,
-            cc,
-            workload,
-            seed,
-            duration,
-            transfers,
-        } => {
-            let w = Workload::parse(&workload)?;
+        Side::Sender { ip, port, cc } => {
+            let w = cli
+                .workload
+                .sender()?
+                .context("the sender needs --workload SPEC (full throttle runs through iperf3)")?;
             let addr = SocketAddr::from((ip, port));
-            eprintln!("pantheon-tcp: sender: {w} to {addr} with {cc}, seed {seed}");
-            let record = Arc::new(Recorder::create(&transfers, SENDER_HEADER)?);
-            let until = duration.map(Duration::from_secs_f64);
-            run_sender(Arc::new(Tcp { addr, cc }), &w, seed, until, record).await
+            eprintln!(
+                "pantheon-tcp: sender: {} to {addr} with {cc}, seed {}",
+                w.workload(),
+                cli.workload.seed
+            );
+            w.run(Tcp { addr, cc }).await
         }
     }
 }

@@ -43,6 +43,7 @@ pub fn fill_random(buf: &mut [u8]) {
 /// A transfer-record file (the `workload` crate's `record` formats): rows appended as
 /// transfers start or end, each with one `write` so that a killed program leaves whole rows.
 /// Shared by the threads of a program.
+#[derive(Debug)]
 pub struct Recorder(std::sync::Mutex<std::fs::File>);
 
 impl Recorder {

@@ -17,12 +17,13 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use workload::record::{Received, Started, Status};
+use workload::record::{Received, Started, Status, RECEIVER_HEADER, SENDER_HEADER};
 use workload::spec::Arrivals;
 use workload::wire::{Header, ACK, HEADER_LEN};
 use workload::{Schedule, Start, Workload};
@@ -44,6 +45,81 @@ pub trait Transport: Send + Sync + 'static {
 
 /// Bytes per write or read.
 const CHUNK: usize = 1 << 16;
+
+/// The workload flags of a scheme program (global: given after `receiver PORT` or `sender IP
+/// PORT`), as a scheme descriptor's `[workloads]` commands pass them (`docs/schemes.md`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkloadArgs {
+    /// The sender's workload instead of full throttle (`bytes=1000000`, `poisson,rate=…`,
+    /// `page,…`; a Poisson load must come as a rate: the harness converts `load=`).
+    #[arg(long, global = true)]
+    pub workload: Option<String>,
+    /// Seed of the workload schedule's draws.
+    #[arg(long, default_value_t = 1, global = true)]
+    pub seed: u64,
+    /// Seconds the flow has in the run: arrivals after it are not started.
+    #[arg(long, global = true)]
+    pub duration: Option<f64>,
+    /// Where this side writes its transfer records (CSV); a receiver records only with it.
+    #[arg(long, global = true)]
+    pub transfers: Option<PathBuf>,
+}
+
+/// A sender's workload, ready to run over a transport ([`WorkloadArgs::sender`]).
+#[derive(Debug)]
+pub struct SenderWorkload {
+    workload: Workload,
+    seed: u64,
+    until: Option<Duration>,
+    record: Arc<Recorder>,
+}
+
+impl WorkloadArgs {
+    /// The receiver's record file (created, its header written) if `--transfers` was given.
+    pub fn receiver_record(&self) -> Result<Option<Arc<Recorder>>> {
+        self.transfers
+            .as_deref()
+            .map(|p| Ok(Arc::new(Recorder::create(p, RECEIVER_HEADER)?)))
+            .transpose()
+    }
+
+    /// The sender's workload if `--workload` was given (`None`: full throttle); errors on a
+    /// spec that does not parse and without `--transfers`.
+    pub fn sender(&self) -> Result<Option<SenderWorkload>> {
+        let Some(spec) = &self.workload else {
+            return Ok(None);
+        };
+        let path = self
+            .transfers
+            .as_deref()
+            .context("--workload needs --transfers FILE")?;
+        Ok(Some(SenderWorkload {
+            workload: Workload::parse(spec)?,
+            seed: self.seed,
+            until: self.duration.map(Duration::from_secs_f64),
+            record: Arc::new(Recorder::create(path, SENDER_HEADER)?),
+        }))
+    }
+}
+
+impl SenderWorkload {
+    /// The workload, as parsed.
+    pub fn workload(&self) -> &Workload {
+        &self.workload
+    }
+
+    /// Runs it over `transport` ([`run_sender`]).
+    pub async fn run<T: Transport>(self, transport: T) -> Result<()> {
+        run_sender(
+            Arc::new(transport),
+            &self.workload,
+            self.seed,
+            self.until,
+            self.record,
+        )
+        .await
+    }
+}
 
 /// Runs `w`'s schedule drawn from `seed` over `transport`, recording each transfer's start in
 /// `record`; arrivals at or after `until` (the flow's time left in the run, the harness's

@@ -77,6 +77,15 @@ pub fn html(r: &Report) -> String {
         ),
         None => "<p>Figure is missing.</p>".to_owned(),
     };
+    for t in &r.sections {
+        let imgs: Vec<String> = t
+            .plots_png
+            .iter()
+            .map(|p| img(&Some(p.clone()), "CDF of the transfers"))
+            .collect();
+        let heading = format!("<h2>{}</h2><p>{}</p>", escape(&t.title), escape(&t.note));
+        table_section(w, &heading, &t.header, &t.rows, &[], &imgs.concat());
+    }
     for run in &r.runs {
         let label = escape(&run.label);
         let _ = writeln!(
@@ -109,6 +118,20 @@ fn competition_section(
     c: &crate::document::CompetitionSection,
     plot: &str,
 ) {
+    let heading = format!("<h3>Run {run_id}: Competition — {label}</h3>");
+    table_section(w, &heading, &c.header, &c.rows, &c.notes, plot);
+}
+
+/// A section of `heading` (HTML), a table of `header` and `rows`, the `notes` under it and
+/// `plots` (image tags).
+fn table_section(
+    w: &mut String,
+    heading: &str,
+    header: &[String],
+    rows: &[Vec<String>],
+    notes: &[String],
+    plots: &str,
+) {
     let cells = |row: &[String], tag: &str| -> String {
         row.iter()
             .map(|c| format!("<{tag}>{}</{tag}>", escape(c)))
@@ -116,17 +139,17 @@ fn competition_section(
     };
     let _ = write!(
         w,
-        "<section><h3>Run {run_id}: Competition — {label}</h3><table><tr>{}</tr>",
-        cells(&c.header, "th")
+        "<section>{heading}<table><tr>{}</tr>",
+        cells(header, "th")
     );
-    for row in &c.rows {
+    for row in rows {
         let _ = write!(w, "<tr>{}</tr>", cells(row, "td"));
     }
     let _ = write!(w, "</table>");
-    for n in &c.notes {
+    for n in notes {
         let _ = write!(w, "<p>{}</p>", escape(n));
     }
-    let _ = writeln!(w, "{plot}</section>");
+    let _ = writeln!(w, "{plots}</section>");
 }
 
 /// The table of per-flow means over valid runs, one column per flow and metric.
@@ -211,7 +234,34 @@ pub(crate) mod tests {
                 competition: None,
             }],
             summary_pngs: Vec::new(),
+            sections: Vec::new(),
         }
+    }
+
+    #[test]
+    fn runs_with_workloads_have_their_transfers_tables() {
+        let mut r = sample();
+        r.sections.push(crate::document::TableSection {
+            title: "Transfers by size".into(),
+            note: "Every run's done transfers together.".into(),
+            header: vec!["scheme".into(), "size".into(), "transfers".into()],
+            rows: vec![vec!["TCP Cubic".into(), "< 10 KB".into(), "38".into()]],
+            plots_png: Vec::new(),
+        });
+        let h = html(&r);
+        for want in [
+            "<h2>Transfers by size</h2><p>Every run&#39;s done transfers together.</p>",
+            "<tr><td>TCP Cubic</td><td>&lt; 10 KB</td><td>38</td></tr>",
+        ] {
+            assert!(h.contains(want), "missing {want:?} in\n{h}");
+        }
+        // After the means table, before the runs.
+        let at = |s: &str| h.find(s).unwrap();
+        assert!(at("Means over valid runs") < at("Transfers by size"));
+        assert!(at("Transfers by size") < at("Run 1: Statistics"));
+        r.runs[0].throughput_png = None;
+        let pdf = crate::document::pdf(&r).unwrap();
+        assert!(pdf.starts_with(b"%PDF"));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! (`pantheon_report.pdf`). Sections, in Pantheon's order: generated at; the emulated path or
 //! data path; schemes × runs, runtime and flows; NTP server; system info; versions; the two
 //! summary plots; the per-flow table of means; then per scheme and run the statistics and the
-//! two time-series plots (and for a mixed run its competition table and plot).
+//! two time-series plots (and for a mixed run its competition table and plot). Runs with
+//! workloads add their transfers' tables and CDF plots after the means table.
 
 mod html;
 mod pdf;
@@ -65,6 +66,22 @@ pub struct CompetitionSection {
     pub plot_png: Option<Vec<u8>>,
 }
 
+/// A titled table of the report after the means table (ours: the transfers of runs with
+/// workloads), a line under its title, and its plots.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TableSection {
+    /// Its heading.
+    pub title: String,
+    /// What it shows, in a sentence.
+    pub note: String,
+    /// Column headings.
+    pub header: Vec<String>,
+    /// Rows, as many cells as headings.
+    pub rows: Vec<Vec<String>>,
+    /// Plots (PNG bytes) after the table.
+    pub plots_png: Vec<Vec<u8>>,
+}
+
 /// Everything the report shows.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Report {
@@ -92,6 +109,8 @@ pub struct Report {
     pub summary_pngs: Vec<Vec<u8>>,
     /// The per-flow table.
     pub table: Vec<TableRow>,
+    /// Tables after the means table (the transfers of runs with workloads).
+    pub sections: Vec<TableSection>,
     /// Per scheme and run.
     pub runs: Vec<RunSection>,
 }

@@ -169,6 +169,17 @@ pub fn pdf(r: &Report) -> Result<Vec<u8>, String> {
         }
     }
 
+    for t in &r.sections {
+        table_page(
+            &mut w,
+            &t.title,
+            &t.header,
+            &t.rows,
+            std::slice::from_ref(&t.note),
+            &t.plots_png,
+        )?;
+    }
+
     for run in &r.runs {
         w.new_page();
         w.text(
@@ -202,13 +213,28 @@ fn competition_page(
     run: &crate::document::RunSection,
     c: &crate::document::CompetitionSection,
 ) -> Result<(), String> {
+    let title = format!("Run {}: Competition — {}", run.run_id, run.label);
+    let plots: Vec<Vec<u8>> = c.plot_png.iter().cloned().collect();
+    table_page(w, &title, &c.header, &c.rows, &c.notes, &plots)?;
+    if c.plot_png.is_none() {
+        w.text("Figure is missing.", 10.0);
+    }
+    Ok(())
+}
+
+/// A new page: `title`, a table of `header` and `rows` (columns spread over the text width),
+/// the `notes` under it and `plots`.
+fn table_page(
+    w: &mut Writer,
+    title: &str,
+    header: &[String],
+    rows: &[Vec<String>],
+    notes: &[String],
+    plots: &[Vec<u8>],
+) -> Result<(), String> {
     w.new_page();
-    w.text(
-        &format!("Run {}: Competition — {}", run.run_id, run.label),
-        14.0,
-    );
-    // Columns spread over the text width.
-    let step = (PAGE_W - 2.0 * MARGIN) / c.header.len().max(1) as f32;
+    w.text(title, 14.0);
+    let step = (PAGE_W - 2.0 * MARGIN) / header.len().max(1) as f32;
     let row = |cells: &[String]| -> Vec<(f32, String)> {
         cells
             .iter()
@@ -216,20 +242,17 @@ fn competition_page(
             .map(|(i, t)| (i as f32 * step, t.clone()))
             .collect()
     };
-    w.row(&row(&c.header), 8.0);
-    for r in &c.rows {
+    w.row(&row(header), 8.0);
+    for r in rows {
         w.row(&row(r), 8.0);
     }
-    for n in &c.notes {
+    for n in notes {
         w.text(n, 9.0);
     }
-    match &c.plot_png {
-        Some(bytes) => w.png(bytes),
-        None => {
-            w.text("Figure is missing.", 10.0);
-            Ok(())
-        }
+    for p in plots {
+        w.png(p)?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

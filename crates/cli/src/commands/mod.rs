@@ -172,17 +172,33 @@ pub(crate) fn secs(s: f64, flag: &str) -> anyhow::Result<Duration> {
 }
 
 /// Ctrl-C / SIGTERM: the runner finishes the current run's cleanup and stops; a second one
-/// exits at once.
+/// at least [`REPEAT_AFTER`] later exits at once. Repeats within it are the same interrupt:
+/// the kernel sends a process's parent-death signal (a sweep's points, `PR_SET_PDEATHSIG`)
+/// once per thread of the dying parent it had been reparented to, so a killed `pantheon sweep`
+/// may SIGTERM each point several times within milliseconds — which must not cut its cleanup
+/// short.
 pub(crate) fn install_interrupt_handler() -> anyhow::Result<()> {
-    ctrlc::set_handler(|| {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            eprintln!(
-                "\nsecond interrupt: exiting now (what remains goes with `pantheon clean`, or \
-                 the next run)"
-            );
-            std::process::exit(130);
+    let first: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    ctrlc::set_handler(move || {
+        let mut first = first.lock().unwrap_or_else(|p| p.into_inner());
+        INTERRUPTED.store(true, Ordering::SeqCst);
+        match *first {
+            None => {
+                *first = Some(std::time::Instant::now());
+                eprintln!("\ninterrupted: cleaning up the current run…");
+            }
+            Some(t) if t.elapsed() < REPEAT_AFTER => {}
+            Some(_) => {
+                eprintln!(
+                    "\nsecond interrupt: exiting now (what remains goes with `pantheon clean`, \
+                     or the next run)"
+                );
+                std::process::exit(130);
+            }
         }
-        eprintln!("\ninterrupted: cleaning up the current run…");
     })
     .context("install the Ctrl-C handler")
 }
+
+/// How long after an interrupt another one counts as a second interrupt.
+const REPEAT_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
