@@ -37,7 +37,7 @@ use tunnel::log::{LogFormat, Role};
 
 use crate::plan::ExperimentPlan;
 pub use crate::record::{RunOutcome, RunRecord, INTERRUPTED, RUNS_FILE};
-use crate::schemes::{FlowWorkload, Scheme, Side};
+use crate::schemes::{flow_stem, side_file, FlowWorkload, Scheme, Side};
 use crate::sequence::{flows_of, run_sequence, RunFlow, Sides, SCHEME_PORT};
 use workload::Workload;
 
@@ -636,9 +636,7 @@ impl Sides for LocalSides<'_> {
                     .unwrap_or(self.runtime)
                     .saturating_sub(run_flow.start)
                     .as_secs_f64(),
-                stem: self
-                    .dir
-                    .join(format!("{}_run{}_flow{flow}", self.name, self.run_id)),
+                stem: flow_stem(self.dir, self.name, self.run_id, flow),
             }),
         };
         let argv = run_flow.scheme.argv_with(
@@ -743,7 +741,8 @@ pub fn spawn(
     side: Side,
 ) -> anyhow::Result<SchemeProcess> {
     let side_name = side.name();
-    let log = dir.join(format!("{scheme}_run{run_id}_flow{flow}.{side_name}.out"));
+    let flow_id = u16::try_from(flow).unwrap_or(u16::MAX);
+    let log = side_file(&flow_stem(dir, scheme, run_id, flow_id), side, "out");
     let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
     let err = out.try_clone()?;
     let mut cmd = Command::new(&argv[0]);
@@ -759,7 +758,7 @@ pub fn spawn(
         what: format!("{side_name} of flow {flow} (`{}`)", argv.join(" ")),
         child,
         log,
-        flow: u16::try_from(flow).unwrap_or(u16::MAX),
+        flow: flow_id,
         may_finish: false,
         finished: false,
     })

@@ -123,10 +123,22 @@ pub struct FlowWorkload {
 impl FlowWorkload {
     /// The transfer-record file of `side`.
     pub fn transfers(&self, side: Side) -> PathBuf {
-        let mut p = self.stem.clone().into_os_string();
-        p.push(format!(".{}.transfers.csv", side.name()));
-        PathBuf::from(p)
+        side_file(&self.stem, side, "transfers.csv")
     }
+}
+
+/// The stem of flow `flow`'s files of run `run_id` of `name` (a scheme's or a mix's) in the
+/// results directory `dir`: `<dir>/<name>_run<N>_flow<i>`.
+pub fn flow_stem(dir: &Path, name: &str, run_id: u32, flow: u16) -> PathBuf {
+    dir.join(format!("{name}_run{run_id}_flow{flow}"))
+}
+
+/// A side's file of a flow: `<stem>.<side>.<what>` (`….sender.out`,
+/// `….receiver.transfers.csv`).
+pub fn side_file(stem: &Path, side: Side, what: &str) -> PathBuf {
+    let mut p = stem.as_os_str().to_owned();
+    p.push(format!(".{}.{what}", side.name()));
+    PathBuf::from(p)
 }
 
 /// One scheme descriptor.

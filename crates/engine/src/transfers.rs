@@ -25,7 +25,7 @@ use workload::schedule::arrivals_before;
 use workload::Workload;
 
 use crate::runner::flow_seed;
-use crate::schemes::Side;
+use crate::schemes::{flow_stem, side_file, Side};
 
 /// Smallest datalink packet counted as data in the tunnel's view of a transfer, bytes.
 const DATA_PACKET_BYTES: u64 = 100;
@@ -77,11 +77,10 @@ pub fn run_work(
         };
         let id = u32::try_from(i).unwrap_or(u32::MAX);
         let flow_no = u16::try_from(i).unwrap_or(u16::MAX);
-        let stem = dir.join(format!("{name}_run{run_id}_flow{i}"));
+        let stem = flow_stem(dir, name, run_id, flow_no);
         let read = |side: Side| {
-            let mut p = stem.clone().into_os_string();
-            p.push(format!(".{}.transfers.csv", side.name()));
-            std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", Path::new(&p).display()))
+            let p = side_file(&stem, side, "transfers.csv");
+            std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
         };
         let mut text = |side: Side| match read(side) {
             Ok(t) => t,

@@ -218,11 +218,14 @@ fn page_loads(dir: &Path, rows: &[Row], style: Style, md: &mut String, problems:
             analyzer::stats::percentile(v, q).map_or("—".into(), |x| format!("{:.2}", x / 1e3))
         };
         let _ = writeln!(md, "| {mix} | {} | {} | {} |", v.len(), p(0.5), p(0.95));
-        let last = mix.split_whitespace().last().unwrap_or(mix);
-        let scheme = last.split(['@', '+', '(']).next().unwrap_or(last);
+        // The plan checked every mix: it parses.
+        let scheme = engine::mix::parse_short(mix)
+            .ok()
+            .and_then(|m| m.flows.last().map(|f| f.scheme.clone()))
+            .unwrap_or_default();
         series.push(CdfSeries {
             label: mix.clone(),
-            color: style(scheme).1,
+            color: style(&scheme).1,
             dash: i % 4,
             values: v.iter().map(|x| x / 1e3).collect(),
         });
