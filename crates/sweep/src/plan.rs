@@ -114,7 +114,10 @@ pub struct Point {
     pub contender: Option<String>,
     /// Which run of this (environment, mix), from 1 (its run id in its results).
     pub run: u32,
-    /// The emulator's seed.
+    /// The run's seed (the emulator's random choices, the flows' workload draws): the sweep's
+    /// `seed + run − 1`, the same for every environment and mix, so that the mixes of one run
+    /// see the same loss draws and load the same pages (common random numbers) and differ by
+    /// the mix alone.
     pub seed: u64,
 }
 
@@ -158,7 +161,7 @@ impl SweepPlan {
                         primary: primary.clone(),
                         contender: contender.clone(),
                         run,
-                        seed: file.seed + u64::from(id),
+                        seed: file.seed + u64::from(run) - 1,
                     });
                 }
             }
@@ -368,13 +371,17 @@ list = ["cubic cubic+60"]
         let p = plan.point(1).unwrap();
         assert_eq!(
             (p.env, p.mix.as_str(), p.run, p.seed),
-            (0, "cubic ledbat", 1, 11)
+            (0, "cubic ledbat", 1, 10)
         );
         assert_eq!(p.primary.as_deref(), Some("cubic"));
         let p = plan.point(2).unwrap();
-        assert_eq!((p.mix.as_str(), p.run), ("cubic ledbat", 2));
+        assert_eq!((p.mix.as_str(), p.run, p.seed), ("cubic ledbat", 2, 11));
         let p = plan.point(7).unwrap();
-        assert_eq!((p.mix.as_str(), p.solo), ("cubic", true));
+        assert_eq!((p.mix.as_str(), p.solo, p.seed), ("cubic", true, 10));
+        // Run r of every environment and mix shares one seed (common random numbers).
+        for p in &plan.points {
+            assert_eq!(p.seed, 10 + u64::from(p.run) - 1, "point {}", p.id);
+        }
         assert!(plan.point(51).is_err() && plan.point(0).is_err());
         let ids: Vec<u32> = plan.points.iter().map(|p| p.id).collect();
         assert_eq!(ids, (1..=50).collect::<Vec<_>>());
