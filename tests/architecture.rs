@@ -41,6 +41,7 @@ fn only_the_testbed_crate_depends_on_grpc_sqlite_web_and_ssh() {
         "pantheon-sweep",
         "pantheon-engine",
         "pantheon-workload",
+        "pantheon-sim",
         "pantheon-analyzer",
         "pantheon-emucal",
         "pantheon-tunnel",

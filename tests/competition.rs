@@ -172,6 +172,7 @@ fn bad_mixes_and_config_files_are_refused_before_anything_runs() {
     )
     .unwrap();
     refused_before_anything_runs(
+        "local",
         &data,
         &[
             (vec!["--mix", "cubic bbr@x"], "--mix: `bbr@x`: START"),

@@ -320,6 +320,7 @@ fn bad_workloads_are_refused_before_anything_runs() {
     let dir = temp("bad");
     let data = dir.0.join("results");
     refused_before_anything_runs(
+        "local",
         &data,
         &[
             (

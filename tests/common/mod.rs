@@ -157,11 +157,12 @@ pub fn pantheon_status(args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text(&out))
 }
 
-/// Each case `(args, says)`: `pantheon run local --data-dir DATA ARGS…` is refused before
-/// anything runs — exit status 2, its output saying `says`, nothing created at `data`.
-pub fn refused_before_anything_runs(data: &Path, cases: &[(Vec<&str>, &str)]) {
+/// Each case `(args, says)`: `pantheon run MODE --data-dir DATA ARGS…` (`local` or `sim`) is
+/// refused before anything runs — exit status 2, its output saying `says`, nothing created at
+/// `data`.
+pub fn refused_before_anything_runs(mode: &str, data: &Path, cases: &[(Vec<&str>, &str)]) {
     for (args, says) in cases {
-        let mut all = vec!["run", "local", "--data-dir", data.to_str().unwrap()];
+        let mut all = vec!["run", mode, "--data-dir", data.to_str().unwrap()];
         all.extend(args.iter().copied());
         let (code, out) = pantheon_status(&all);
         assert_eq!(code, 2, "{args:?}: {out}");

@@ -288,6 +288,10 @@ pub struct Metadata {
     /// Prefix of the run's network namespaces (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netns_prefix: Option<String>,
+    /// The runs were simulated (`pantheon run sim`): QUIC flows and the emulator on a virtual
+    /// clock, logs whose clock starts at the Unix epoch (ours).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
 
     // Remote runs.
     /// `--sender`: the node that ran the senders.

@@ -923,6 +923,7 @@ fn summary_plots(
             };
             format!("{} to {}", desc(meta.sender()), desc(meta.sender().other()))
         }
+        _ if meta.simulated => "simulated test in emulator".to_owned(),
         _ => "local test in emulator".to_owned(),
     };
     let (run_times, runtime_s, flows) = (meta.run_times, meta.runtime, meta.flows);
@@ -961,7 +962,12 @@ fn summary_plots(
 fn path_line(meta: &Metadata) -> String {
     use analyzer::results::Node;
     if let Some(cmd) = &meta.emulator_command {
-        return format!("Tested in emulator: {cmd}");
+        let how = if meta.simulated {
+            "Simulated (virtual clock) in emulator"
+        } else {
+            "Tested in emulator"
+        };
+        return format!("{how}: {cmd}");
     }
     if meta.mode == Some(Mode::Local) {
         let words = |v: &Option<String>| v.as_deref().unwrap_or("").trim().to_owned();

@@ -248,6 +248,8 @@ pub struct CalibrateOptions {
     pub schemes_dir: Option<PathBuf>,
     /// Prefix of network namespace names.
     pub netns_prefix: String,
+    /// Evaluate candidates in simulated time ([`crate::simulate`]).
+    pub simulate: bool,
 }
 
 /// Progress reports of [`calibrate`].
@@ -468,6 +470,7 @@ impl LocalEvaluator<'_> {
             seed,
             emulator: Some(preset.emulator_in(dir)),
             schemes_dir: opts.schemes_dir.clone(),
+            simulate: opts.simulate,
             ..ExperimentPlan::default()
         };
         let path = plan.validate(registry)?;

@@ -7,7 +7,7 @@
 //!
 //! It must never depend on gRPC, SQLite, web or ssh crates (tonic, rusqlite, axum, ssh2): those
 //! are the testbed's. Dependency direction (`shared/DESIGN.md`): `engine → {emucal, tunnel,
-//! netns, analyzer, workload}`.
+//! netns, analyzer, workload, sim}`.
 //!
 //! # Brief overview
 //!
@@ -21,6 +21,7 @@
 //!   every exit path.
 //! - [`sequence`]: the order of a run's steps (first sides, setup, second sides, runtime), one
 //!   for local and remote runs.
+//! - [`simulate`]: `pantheon run sim`, runs on a virtual clock ([`sim`]), filed as real ones.
 //! - [`shell`]: `pantheon shell`, a command inside an emulated path given as Mahimahi shells.
 //! - [`analyze`]: a results directory → Pantheon's stats logs, `pantheon_perf.json`, summary
 //!   table and plots.
@@ -45,5 +46,6 @@ pub mod schemes;
 pub mod sequence;
 pub mod setup;
 pub mod shell;
+pub mod simulate;
 pub mod source;
 pub mod transfers;

@@ -54,6 +54,9 @@ pub struct ExperimentPlan {
     /// `bytes=1000000`, `poisson,load=0.5,size=web`, `page`); `None`: full throttle. A mix's
     /// flows carry their own.
     pub workload: Option<String>,
+    /// `pantheon run sim`: every run is simulated on a virtual clock ([`crate::simulate`])
+    /// instead of run in real time through namespaces, tunnels and the emulator.
+    pub simulate: bool,
 }
 
 impl Default for ExperimentPlan {
@@ -76,6 +79,7 @@ impl Default for ExperimentPlan {
             schemes_dir: None,
             mix: None,
             workload: None,
+            simulate: false,
         }
     }
 }
@@ -153,6 +157,19 @@ impl ExperimentPlan {
                      (docs/workloads.md)",
                     s.workload_kinds().join(", ")
                 );
+            }
+            if self.simulate {
+                if let Err(why) = s.simulated() {
+                    bail!(
+                        "scheme {scheme} cannot run in simulated time: {why} (docs/simulation.md)"
+                    );
+                }
+                if w != Workload::Bulk {
+                    bail!(
+                        "workload `{w}` of {scheme}: simulated runs are full throttle only (the \
+                         workloads' programs run in real time; docs/simulation.md)"
+                    );
+                }
             }
         }
         Ok(())
@@ -240,6 +257,7 @@ impl ExperimentPlan {
             seed: Some(self.seed),
             drain_timeout: Some(self.drain_timeout.as_secs_f64()),
             scheme_versions: self.scheme_versions(registry),
+            simulated: self.simulate,
             ..self.common_metadata()
         };
         if let Some(f) = flags {
@@ -380,6 +398,21 @@ impl ExperimentPlan {
                 self.data_dir.display(),
                 path(earlier),
                 path(new)
+            );
+        }
+        if earlier.simulated != new.simulated {
+            let how = |m: &Metadata| {
+                if m.simulated {
+                    "simulated"
+                } else {
+                    "real-time"
+                }
+            };
+            bail!(
+                "--append: {} holds {} runs, this experiment's are {}: use another --data-dir",
+                self.data_dir.display(),
+                how(earlier),
+                how(new)
             );
         }
         if earlier.mix != new.mix {

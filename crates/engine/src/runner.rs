@@ -32,6 +32,7 @@ use emucal::mm::EmulatedPath;
 use emucal::runtime::{RunningEmulator, OUTER_ADDR};
 use emucal::stage::FlowDelay;
 use netns::NetNs;
+use sim::frame::tunnel_port;
 use tunnel::io::{EndpointConfig, RunningEndpoint};
 use tunnel::log::{LogFormat, Role};
 
@@ -317,8 +318,9 @@ pub fn log_path(
 }
 
 /// Runs `flows` once as run `run_id` of `name` (the scheme's name for a run of one scheme,
-/// the mix's for a mix: it names the run's files and its record). Never panics on scheme
-/// failure; returns the record.
+/// the mix's for a mix: it names the run's files and its record) — simulated instead when the
+/// plan says so ([`crate::simulate::simulate_once`]). Never panics on scheme failure; returns
+/// the record.
 pub fn run_once(
     plan: &ExperimentPlan,
     path: &EmulatedPath,
@@ -328,6 +330,9 @@ pub fn run_once(
     tag: &str,
     progress: &dyn Fn(f64),
 ) -> RunRecord {
+    if plan.simulate {
+        return crate::simulate::simulate_once(plan, path, name, flows, run_id, progress);
+    }
     let mut record = RunRecord::new(name, run_id);
     let mut res = RunResources::default();
     let run = Run {
@@ -447,12 +452,8 @@ fn start_emulator(
     let dir = &plan.data_dir;
     let host = res.netns(format!("{tag}-host"))?;
     let emu = res.netns(format!("{tag}-emu"))?;
-    // Pantheon's `--uplink-log`/`--downlink-log` of mm-link: `<cc>_mm_datalink_run<N>.log`
-    // (the sender is inside, so data is uplink) and `<cc>_mm_acklink_run<N>.log`.
-    let path = &path.with_link_logs(
-        dir.join(format!("{scheme}_mm_datalink_run{run_id}.log")),
-        dir.join(format!("{scheme}_mm_acklink_run{run_id}.log")),
-    );
+    let (uplink, downlink) = link_log_paths(dir, scheme, run_id);
+    let path = &path.with_link_logs(uplink, downlink);
     res.emulator = Some(
         RunningEmulator::start(
             path,
@@ -463,6 +464,16 @@ fn start_emulator(
         .context("start the emulator")?,
     );
     Ok((host, emu))
+}
+
+/// Pantheon's `--uplink-log`/`--downlink-log` of mm-link for run `run_id` of `scheme` in
+/// `dir`: `<cc>_mm_datalink_run<N>.log` (the sender is inside, so data is uplink) and
+/// `<cc>_mm_acklink_run<N>.log`.
+pub fn link_log_paths(dir: &Path, scheme: &str, run_id: u32) -> (PathBuf, PathBuf) {
+    (
+        dir.join(format!("{scheme}_mm_datalink_run{run_id}.log")),
+        dir.join(format!("{scheme}_mm_acklink_run{run_id}.log")),
+    )
 }
 
 /// Where one flow's tunnel logs go: `<dir>/<scheme>_{datalink,acklink}_run<N>_flow<i>.
@@ -485,13 +496,6 @@ impl TunnelLogs<'_> {
             kind,
         ))
     }
-}
-
-/// The UDP port of flow `flow`'s tunnel server in the run's host namespace: fixed, so that the
-/// emulator knows each flow's packets before the tunnels start ([`FlowDelay`]), and below Linux's
-/// ephemeral range (32768–60999), so that no tunnel client's port can be another flow's.
-fn tunnel_port(flow: u16) -> u16 {
-    20_000 + flow
 }
 
 /// Step 1b: one flow's two namespaces and its tunnel pair (the server's outside in the host

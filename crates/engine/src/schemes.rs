@@ -198,10 +198,28 @@ pub struct Scheme {
     /// and the commands that run them; `None`: bulk only.
     #[serde(default)]
     pub workloads: Option<WorkloadCommands>,
+    /// Whether its congestion control runs in simulated time (`pantheon run sim`,
+    /// `docs/simulation.md`), and as what; `None`: it cannot ([`Scheme::simulated`] says why).
+    #[serde(default)]
+    pub simulation: Option<Simulation>,
     /// The receiver side.
     pub receiver: SideCommand,
     /// The sender side.
     pub sender: SideCommand,
+}
+
+/// A scheme's `[simulation]` table: `controller = "cubic"` (a quinn-proto congestion
+/// controller: `cubic`, `newreno`, `bbr`) for a scheme simulated as that controller, or
+/// `why_not = "…"` for one that cannot be, in words the refusal shows.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Simulation {
+    /// The quinn-proto controller the scheme's program runs (`pantheon-quinn --cc`).
+    #[serde(default)]
+    pub controller: Option<String>,
+    /// Why the scheme cannot be simulated.
+    #[serde(default)]
+    pub why_not: Option<String>,
 }
 
 impl Side {
@@ -215,6 +233,23 @@ impl Side {
 }
 
 impl Scheme {
+    /// The quinn-proto controller it is simulated as, or why it cannot be simulated (its
+    /// descriptor's `[simulation] why_not`, else: its congestion control runs in a program of
+    /// its own, on the operating system's clock).
+    pub fn simulated(&self) -> Result<sim::quic::Controller, String> {
+        let s = self.simulation.as_ref();
+        if let Some(c) = s.and_then(|s| s.controller.as_deref()) {
+            return sim::quic::Controller::from_name(c)
+                .ok_or_else(|| format!("unknown simulation.controller `{c}`"));
+        }
+        Err(s.and_then(|s| s.why_not.clone()).unwrap_or_else(|| {
+            "its congestion control runs in a program of its own, on the operating system's \
+             clock; only schemes built on quinn-proto (quic, quic_newreno, quic_bbr) run in \
+             simulated time"
+                .into()
+        }))
+    }
+
     /// Whether its programs run workload `kind` (`bulk` always).
     pub fn runs_workload(&self, kind: &str) -> bool {
         kind == "bulk"
@@ -559,6 +594,22 @@ impl Registry {
                     return Err(RegistryError::Descriptor {
                         file: file.to_owned(),
                         message: "workloads: receiver and sender commands must not be empty".into(),
+                    });
+                }
+            }
+            if let Some(sim) = &s.simulation {
+                let problem = match (&sim.controller, &sim.why_not) {
+                    (Some(_), Some(_)) => Some("give either controller or why_not".to_owned()),
+                    (None, None) => Some("give controller or why_not".to_owned()),
+                    (Some(_), None) => s.simulated().err(),
+                    (None, Some(_)) => None,
+                };
+                if let Some(message) = problem {
+                    return Err(RegistryError::Descriptor {
+                        file: file.to_owned(),
+                        message: format!(
+                            "simulation: {message} (known controllers: cubic, newreno, bbr)"
+                        ),
                     });
                 }
             }

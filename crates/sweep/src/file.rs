@@ -5,7 +5,8 @@
 //! name = "scavenger"        # names the results directory (results/sweep-scavenger)
 //! runtime = 30              # seconds per run
 //! runs = 1                  # runs of every (environment, mix)
-//! seed = 1                  # point i's emulator seed is seed + i
+//! seed = 1                  # run r of every point gets seed + r - 1 (emulator, workloads)
+//! simulate = false          # true: points run in simulated time (`pantheon run sim`)
 //!
 //! [environments]            # the product of every list given
 //! rate_mbps = [10, 20, 50, 100]     # constant-rate link, both directions
@@ -40,9 +41,14 @@ pub struct SweepFile {
     /// Runs of each (environment, mix); default 1.
     #[serde(default = "default_runs")]
     pub runs: u32,
-    /// Seed of the emulators' random choices: point `i` gets `seed + i`; default 1.
+    /// Seed of the emulators' random choices and the flows' workload draws: run `r` of every
+    /// (environment, mix) gets `seed + r − 1`, so the mixes compare on the same draws; default 1.
     #[serde(default = "default_runs_seed")]
     pub seed: u64,
+    /// Points simulated on a virtual clock (`pantheon run sim`, docs/simulation.md) instead of
+    /// run in real time; default false.
+    #[serde(default)]
+    pub simulate: bool,
     /// The environments.
     pub environments: Environments,
     /// The flow mixes.

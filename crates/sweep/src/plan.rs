@@ -226,8 +226,9 @@ impl SweepPlan {
         serde_json::from_str(&text).with_context(|| format!("read {}", path.display()))
     }
 
-    /// Checks that every scheme of every mix is in `registry` and every named emulator in the
-    /// library; errors name the mix or the emulator.
+    /// Checks that every scheme of every mix is in `registry` (and can be simulated, in a
+    /// simulated sweep) and every named emulator in the library; errors name the mix or the
+    /// emulator.
     pub fn check(&self, registry: &engine::schemes::Registry) -> anyhow::Result<()> {
         let mut seen: Vec<&str> = Vec::new();
         for p in &self.points {
@@ -237,9 +238,15 @@ impl SweepPlan {
             let mix =
                 engine::mix::parse_short(&p.mix).with_context(|| format!("mix `{}`", p.mix))?;
             for s in mix.schemes() {
-                registry
+                let scheme = registry
                     .get(&s)
                     .with_context(|| format!("mix `{}`", p.mix))?;
+                if let (true, Err(why)) = (self.file.simulate, scheme.simulated()) {
+                    anyhow::bail!(
+                        "mix `{}`: simulate = true, but {s} cannot run in simulated time: {why}",
+                        p.mix
+                    );
+                }
             }
             seen.push(&p.mix);
         }

@@ -22,8 +22,12 @@
 //! next object on a stream slot when the previous one is acknowledged.
 //!
 //! Encryption is real (TLS 1.3 inside QUIC) but authentication is not: the server presents a
-//! fresh self-signed certificate and the sender accepts any certificate. This is a traffic
-//! generator for congestion-control experiments, not a secure channel.
+//! fixed self-signed Ed25519 certificate and the sender accepts any certificate. This is a
+//! traffic generator for congestion-control experiments, not a secure channel.
+//!
+//! The controllers, transport settings and TLS configuration are `sim::quic`'s: the
+//! simulator (`pantheon run sim`) runs the same quinn-proto connection with the same settings
+//! on its virtual clock.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -33,8 +37,8 @@ use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
 use pantheon_scheme_wrapper::transfers::{serve, Transport, WorkloadArgs};
 use pantheon_scheme_wrapper::{Recorder, Side};
-use quinn::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
-use quinn::{Endpoint, TransportConfig, VarInt};
+use quinn::Endpoint;
+use sim::quic::{client_config, server_config, Controller, SERVER_NAME};
 
 /// Command line, in Pantheon's wrapper shape.
 #[derive(Parser)]
@@ -63,29 +67,14 @@ enum Cc {
     Bbr,
 }
 
-/// Flow-control windows, bytes: large enough never to be the bottleneck (a 1 Gbit/s × 200 ms
-/// path has a 25 MB BDP), so the congestion controller alone sets the rate.
-const WINDOW: u32 = 64 << 20;
-
-fn transport(cli: &Cli) -> TransportConfig {
-    let mut t = TransportConfig::default();
-    let factory: Arc<dyn ControllerFactory + Send + Sync> = match cli.cc {
-        Cc::Cubic => Arc::new(CubicConfig::default()),
-        Cc::Newreno => Arc::new(NewRenoConfig::default()),
-        Cc::Bbr => Arc::new(BbrConfig::default()),
-    };
-    t.congestion_controller_factory(factory)
-        .initial_mtu(cli.max_udp_payload)
-        .min_mtu(1200.min(cli.max_udp_payload))
-        .mtu_discovery_config(None)
-        .stream_receive_window(VarInt::from_u32(WINDOW))
-        .receive_window(VarInt::from_u32(WINDOW))
-        .send_window(u64::from(WINDOW))
-        .max_idle_timeout(Some(VarInt::from_u32(120_000).into()))
-        .keep_alive_interval(Some(Duration::from_secs(5)))
-        // A Poisson workload may have many transfers in flight, each on its own stream.
-        .max_concurrent_bidi_streams(VarInt::from_u32(100_000));
-    t
+impl From<Cc> for Controller {
+    fn from(c: Cc) -> Controller {
+        match c {
+            Cc::Cubic => Controller::Cubic,
+            Cc::Newreno => Controller::NewReno,
+            Cc::Bbr => Controller::Bbr,
+        }
+    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -98,11 +87,7 @@ async fn main() -> Result<()> {
 }
 
 async fn receive(cli: &Cli, port: u16) -> Result<()> {
-    let key = rcgen::generate_simple_self_signed(vec!["pantheon".to_owned()])?;
-    let cert = key.cert.der().clone();
-    let private = rustls::pki_types::PrivateKeyDer::Pkcs8(key.signing_key.serialize_der().into());
-    let mut config = quinn::ServerConfig::with_single_cert(vec![cert], private)?;
-    config.transport_config(Arc::new(transport(cli)));
+    let config = server_config(cli.cc.into(), cli.max_udp_payload)?;
     let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
     let endpoint = Endpoint::server(config, addr).with_context(|| format!("binding {addr}"))?;
     eprintln!("pantheon-quinn: receiver listening on {addr}");
@@ -154,17 +139,7 @@ async fn drain(incoming: quinn::Incoming) -> Result<()> {
 }
 
 async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
-    let crypto = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13])?
-    .dangerous()
-    .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate))
-    .with_no_client_auth();
-    let mut config = quinn::ClientConfig::new(Arc::new(
-        quinn::crypto::rustls::QuicClientConfig::try_from(crypto)?,
-    ));
-    config.transport_config(Arc::new(transport(cli)));
+    let config = client_config(cli.cc.into(), cli.max_udp_payload)?;
     let mut endpoint = Endpoint::client(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))?;
     endpoint.set_default_client_config(config);
     // The receiver may still be starting: retry the handshake for a while, as Pantheon's
@@ -172,7 +147,7 @@ async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
     let mut attempt = 0;
     let conn = loop {
         attempt += 1;
-        match endpoint.connect(server, "pantheon")?.await {
+        match endpoint.connect(server, SERVER_NAME)?.await {
             Ok(conn) => break conn,
             Err(e) if attempt < 10 => {
                 eprintln!("pantheon-quinn: sender: connecting to {server}: {e}; retrying");
@@ -204,47 +179,5 @@ impl Transport for Quic {
     async fn open(&self) -> Result<Self::Conn> {
         let (send, recv) = self.0.open_bi().await.context("opening a stream")?;
         Ok(tokio::io::join(recv, send))
-    }
-}
-
-/// Accepts any server certificate: the flow needs QUIC's packets and congestion control, not
-/// authentication (see the crate docs).
-#[derive(Debug)]
-struct AcceptAnyCertificate;
-
-impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _message: &[u8],
-        _cert: &rustls::pki_types::CertificateDer<'_>,
-        _dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        _message: &[u8],
-        _cert: &rustls::pki_types::CertificateDer<'_>,
-        _dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        rustls::crypto::ring::default_provider()
-            .signature_verification_algorithms
-            .supported_schemes()
     }
 }

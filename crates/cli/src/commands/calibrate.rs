@@ -74,6 +74,12 @@ pub(crate) struct CalibrateArgs {
     /// Extra scheme descriptors (*.toml).
     #[arg(long)]
     schemes_dir: Option<PathBuf>,
+    /// Evaluate candidates in simulated time (`pantheon run sim`): many times faster than real
+    /// time, one core per evaluation (--jobs at a time), deterministic from --seed; for the
+    /// schemes that can be simulated (quic, quic_newreno, quic_bbr), the others refused. No
+    /// root needed. See docs/simulation.md.
+    #[arg(long)]
+    simulate: bool,
 }
 
 /// `--delivery`.
@@ -108,16 +114,28 @@ pub(crate) fn exec(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     if a.jobs == 0 || a.max_evals == 0 || a.run_times == 0 {
         anyhow::bail!("--jobs, --max-evals and --run-times must be at least 1");
     }
-    engine::clean::before_creating_namespaces("pantheon calibrate")?;
+    if a.simulate {
+        for name in &schemes {
+            if let Err(why) = registry.get(name)?.simulated() {
+                anyhow::bail!(
+                    "--simulate: scheme {name} cannot run in simulated time: {why} \
+                     (docs/simulation.md)"
+                );
+            }
+        }
+    } else {
+        engine::clean::before_creating_namespaces("pantheon calibrate")?;
+    }
     let opts = a.options(schemes)?;
     install_interrupt_handler()?;
     eprintln!(
-        "Calibrating to {} with {} ({} × {} s per candidate), {} evaluations per delivery \
+        "Calibrating to {} with {} ({} × {} s{} per candidate), {} evaluations per delivery \
          process, {} at a time → {}",
         target.source,
         opts.schemes.join(", "),
         opts.run_times,
         opts.runtime.as_secs_f64(),
+        if opts.simulate { " simulated" } else { "" },
         opts.max_evals,
         opts.jobs,
         opts.out_dir.display()
@@ -199,6 +217,7 @@ impl CalibrateArgs {
             keep_runs: self.keep_runs,
             schemes_dir: self.schemes_dir.clone(),
             netns_prefix: format!("pt-{}", std::process::id()),
+            simulate: self.simulate,
         })
     }
 }

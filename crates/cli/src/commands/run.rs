@@ -34,13 +34,24 @@ pub(crate) enum RunMode {
     /// --schemes "cubic bbr" --sender remote --tunnel-server local --local-addr 10.0.1.2
     /// --ntp-addr pool.ntp.org`.
     Remote(Box<RemoteArgs>),
+    /// The flags of `run local`, simulated on a virtual clock instead of run in real time:
+    /// the QUIC schemes' quinn-proto connections (quic, quic_newreno, quic_bbr) over the
+    /// same emulator stages, one core per run, deterministic from --seed, and as fast as the
+    /// CPU allows. Logs, results and report as `run local`'s; no root needed. Schemes with
+    /// their own programs (kernel TCP, quiche, tquic…) are refused, with the reason. See
+    /// docs/simulation.md.
+    ///
+    /// Example: `pantheon run sim --schemes "quic quic_bbr" --prepend-mm-cmds "mm-delay 28"
+    /// --uplink-trace 10mbps.trace --downlink-trace 10mbps.trace --seed 1`.
+    Sim(Box<LocalArgs>),
 }
 
 /// Runs a local or a remote experiment.
 pub(crate) fn exec(mode: RunMode) -> anyhow::Result<ExitCode> {
     match mode {
-        RunMode::Local(args) => run_local(*args),
+        RunMode::Local(args) => run_emulated(*args, false),
         RunMode::Remote(args) => run_remote(*args),
+        RunMode::Sim(args) => run_emulated(*args, true),
     }
 }
 
@@ -234,13 +245,15 @@ fn mix_of(c: &CommonRunArgs) -> anyhow::Result<Option<Mix>> {
     ))
 }
 
-/// The schemes of `--schemes`, or with `--all` every scheme that can run here (the others
-/// named on stderr); shuffled with `seed` if `--random-order`; a mix's name alone.
+/// The schemes of `--schemes`, or with `--all` every scheme that can run here (with
+/// `simulate`, every scheme that can be simulated; the others named on stderr); shuffled with
+/// `seed` if `--random-order`; a mix's name alone.
 fn chosen_schemes(
     c: &CommonRunArgs,
     registry: &Registry,
     seed: u64,
     mix: Option<&Mix>,
+    simulate: bool,
 ) -> Vec<String> {
     if let Some(mix) = mix {
         return vec![mix.name.clone()];
@@ -250,11 +263,17 @@ fn chosen_schemes(
         Some(s) => s.split_whitespace().map(str::to_owned).collect(),
         None => registry
             .all()
-            .filter(|s| match s.unavailable_reason(&sys) {
-                None => true,
-                Some(why) => {
-                    eprintln!("--all: skipping {} ({why})", s.name);
-                    false
+            .filter(|s| {
+                match if simulate {
+                    s.simulated().err()
+                } else {
+                    s.unavailable_reason(&sys)
+                } {
+                    None => true,
+                    Some(why) => {
+                        eprintln!("--all: skipping {} ({why})", s.name);
+                        false
+                    }
                 }
             })
             .map(|s| s.name.clone())
@@ -266,14 +285,16 @@ fn chosen_schemes(
     schemes
 }
 
-/// The plan of the common flags; the local-only fields are the caller's to set.
+/// The plan of the common flags (of a simulated experiment with `simulate`); the local-only
+/// fields are the caller's to set.
 fn common_plan(
     c: &CommonRunArgs,
     registry: &Registry,
     seed: u64,
+    simulate: bool,
 ) -> anyhow::Result<ExperimentPlan> {
     let mix = mix_of(c)?;
-    let schemes = chosen_schemes(c, registry, seed, mix.as_ref());
+    let schemes = chosen_schemes(c, registry, seed, mix.as_ref(), simulate);
     Ok(ExperimentPlan {
         schemes,
         run_times: c.run_times,
@@ -294,6 +315,7 @@ fn common_plan(
             .as_deref()
             .map(|w| workload::Workload::parse(w).map(|_| w.to_owned()))
             .transpose()?,
+        simulate,
     })
 }
 
@@ -375,8 +397,11 @@ fn emulator_of(a: &LocalArgs, data_dir: &Path) -> anyhow::Result<(Emulator, Vec<
     Ok((emulator, written))
 }
 
-/// `pantheon run local`'s handler (also one point of `pantheon sweep`).
-pub(crate) fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
+/// `pantheon run local`'s handler (also one point of `pantheon sweep`), or with `simulate`
+/// `pantheon run sim`'s: the same flags, plan,
+/// results directory and analysis; the runs in real time or simulated ([`runner::run_once`]
+/// follows the plan).
+pub(crate) fn run_emulated(a: LocalArgs, simulate: bool) -> anyhow::Result<ExitCode> {
     let registry = Registry::load(a.common.schemes_dir.as_deref())?;
     let seed = a.seed.unwrap_or_else(clock_seed);
     // Every flag, and the trace files given, checked before anything is created.
@@ -385,7 +410,7 @@ pub(crate) fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     let mut plan = ExperimentPlan {
         drain_timeout: secs(a.drain_timeout, "--drain-timeout")?,
         emulator: Some(emulator),
-        ..common_plan(&a.common, &registry, seed)?
+        ..common_plan(&a.common, &registry, seed, simulate)?
     };
     plan.check(&registry)?;
     for trace in [&a.uplink_trace, &a.downlink_trace].into_iter().flatten() {
@@ -396,11 +421,13 @@ pub(crate) fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|b| plan.check_baseline(b))
         .transpose()?;
-    engine::clean::before_creating_namespaces("pantheon run local")?;
+    if !simulate {
+        engine::clean::before_creating_namespaces("pantheon run local")?;
+    }
     let existing = prepare_dir(&a.common)?;
     plan.start_run_id = first_run_id(&a.common, &existing);
     let sys = SystemInfo::probe();
-    for name in &plan.scheme_names() {
+    for name in plan.scheme_names().iter().filter(|_| !simulate) {
         if let Some(why) = registry.get(name)?.unavailable_reason(&sys) {
             eprintln!("warning: {name} cannot run here ({why}); its runs will fail");
         }
@@ -408,7 +435,7 @@ pub(crate) fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     let netns_prefix = format!("pt-{}", std::process::id());
     let mut metadata = plan.metadata(&registry);
     metadata.baseline = baseline;
-    metadata.netns_prefix = Some(netns_prefix.clone());
+    metadata.netns_prefix = (!simulate).then(|| netns_prefix.clone());
     metadata.emulator_preset = a.emulator.clone();
     if let Existing::Append(earlier) = &existing {
         plan.check_append(earlier, &metadata)?;
@@ -421,7 +448,11 @@ pub(crate) fn run_local(a: LocalArgs) -> anyhow::Result<ExitCode> {
     let path = plan.validate(&registry)?;
     metadata.uplink_mbps = path.uplink_mbps();
     metadata.write(&plan.data_dir)?;
-    eprintln!("Emulated path: {}", path.command_line);
+    eprintln!(
+        "Emulated path{}: {}",
+        if simulate { " (simulated time)" } else { "" },
+        path.command_line
+    );
     run_experiment(
         &plan,
         &registry,
@@ -477,7 +508,14 @@ fn run_experiment(
             seq += 1;
             bar.set_position((seq * 1000) as u64);
             let line = match &rec.outcome {
-                RunOutcome::Ok => format!("{name} run {run_id}: done"),
+                RunOutcome::Ok => {
+                    // A simulated run says what it cost.
+                    let speed = rec.notes.iter().find(|n| n.starts_with("simulated:"));
+                    format!(
+                        "{name} run {run_id}: done{}",
+                        speed.map_or(String::new(), |n| format!(" ({n})"))
+                    )
+                }
                 RunOutcome::Failed { reason } => format!("{name} run {run_id}: FAILED: {reason}"),
                 RunOutcome::Interrupted => format!("{name} run {run_id}: interrupted"),
             };
@@ -520,7 +558,7 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
     use pantheon_orchestrator::agent::{auth::Credentials, client::AgentClient};
     use pantheon_orchestrator::remote::{self, Nodes, RemoteOptions};
     let registry = Registry::load(a.common.schemes_dir.as_deref())?;
-    let mut plan = common_plan(&a.common, &registry, clock_seed())?;
+    let mut plan = common_plan(&a.common, &registry, clock_seed(), false)?;
     plan.check(&registry)?;
     plan.check_remote()?;
     let existing = prepare_dir(&a.common)?;

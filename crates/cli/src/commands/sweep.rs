@@ -156,13 +156,15 @@ struct PointRun {
     local: super::run::LocalArgs,
 }
 
-/// Runs point `id` of the sweep in `dir`: `pantheon run local` in this process.
+/// Runs point `id` of the sweep in `dir`: `pantheon run local` in this process (`run sim` in
+/// a simulated sweep).
 fn point(dir: &Path, id: u32) -> anyhow::Result<ExitCode> {
+    let simulate = sweep::plan::SweepPlan::load(dir)?.file.simulate;
     let placed = sweep::point::run_point(dir, id, |args, data_dir| {
         let argv = std::iter::once("pantheon-run-local".to_owned()).chain(args.iter().cloned());
         let result = PointRun::try_parse_from(argv)
             .map_err(anyhow::Error::from)
-            .and_then(|a| super::run::run_local(a.local));
+            .and_then(|a| super::run::run_emulated(a.local, simulate));
         match result {
             Ok(code) if code == ExitCode::SUCCESS => Outcome {
                 status: 0,

@@ -1,0 +1,138 @@
+//! Simulated runs (`pantheon run sim`): a run's flows through the simulator ([`sim`]) on a
+//! virtual clock, its logs and record where a real run puts them, so that analysis, reports,
+//! comparison, calibration and sweeps read them unchanged.
+//!
+//! The timeline is a real run's (module docs of [`crate::runner`]): the emulator starts at
+//! time 0, each flow's sender connects `first_side_setup` + its start later, the run lasts
+//! `runtime` from the first sender's start, then the path drains for up to `drain_timeout`.
+//! The emulator's seed is the real runner's (`plan.seed ^ run_id`), so a simulated run and a
+//! real one of the same plan draw the same losses. The clock starts at the Unix epoch
+//! (`sim::logs::SIM_EPOCH_NS`): "Start at" and "End at" are simulated times.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use emucal::mm::EmulatedPath;
+use emucal::stage::FlowDelay;
+use sim::logs::{FileSink, SIM_EPOCH_NS};
+use sim::run::{simulate, FlowSpec, SimConfig, SimOutcome};
+
+use crate::plan::ExperimentPlan;
+use crate::record::{RunRecord, INTERRUPTED};
+use crate::runner::{link_log_paths, log_path};
+use crate::sequence::RunFlow;
+
+/// Simulates `flows` as run `run_id` of `name` over `path`: logs in `plan.data_dir` under the
+/// names of a real run, the record's notes giving the simulation's speed. `progress` is told
+/// the fraction of the runtime simulated (0–1). Ctrl-C (the [`INTERRUPTED`] flag) stops it as
+/// interrupted. Never panics on a failing flow; returns the record.
+pub fn simulate_once(
+    plan: &ExperimentPlan,
+    path: &EmulatedPath,
+    name: &str,
+    flows: &[RunFlow],
+    run_id: u32,
+    progress: &dyn Fn(f64),
+) -> RunRecord {
+    let mut record = RunRecord::new(name, run_id);
+    let result = run(plan, path, name, flows, run_id, progress, &mut record);
+    record.finish(result, &plan.data_dir, &[]);
+    record
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn run(
+    plan: &ExperimentPlan,
+    path: &EmulatedPath,
+    name: &str,
+    flows: &[RunFlow],
+    run_id: u32,
+    progress: &dyn Fn(f64),
+    record: &mut RunRecord,
+) -> anyhow::Result<()> {
+    let dir = &plan.data_dir;
+    let setup = ns(plan.first_side_setup);
+    let mut specs = Vec::new();
+    for f in flows {
+        let controller = f.scheme.simulated().map_err(|why| {
+            anyhow::anyhow!("{} cannot run in simulated time: {why}", f.scheme.name)
+        })?;
+        specs.push(FlowSpec {
+            controller,
+            start_ns: setup + ns(f.start),
+            stop_ns: f.stop.map(|s| setup + ns(s)),
+        });
+    }
+    let delays: Vec<FlowDelay> = (1..)
+        .zip(flows)
+        .filter(|(_, f)| !f.delay.is_zero())
+        .map(|(i, f)| FlowDelay {
+            udp_port: sim::frame::tunnel_port(i),
+            delay_ns: ns(f.delay),
+        })
+        .collect();
+    let (up_log, down_log) = link_log_paths(dir, name, run_id);
+    let path = path
+        .with_flow_delays(&delays)
+        .with_link_logs(up_log, down_log);
+    let n = u16::try_from(flows.len()).context("too many flows")?;
+    let mut sink = FileSink::create(&path, n, &|direction, kind, flow| {
+        log_path(dir, name, direction.as_str(), run_id, flow, kind.as_str())
+    })?;
+    let config = SimConfig {
+        path: &path,
+        flows: specs,
+        seed: plan.seed ^ u64::from(run_id),
+        end_ns: setup + ns(plan.runtime),
+        drain_ns: ns(plan.drain_timeout),
+        max_udp_payload: sim::quic::MAX_UDP_PAYLOAD,
+    };
+    let runtime = plan.runtime.as_secs_f64();
+    let started = Instant::now();
+    let outcome = simulate(&config, &mut sink, &mut |t| {
+        progress(((t.saturating_sub(setup)) as f64 / 1e9 / runtime).min(1.0));
+        !INTERRUPTED.load(Ordering::SeqCst)
+    });
+    let wall = started.elapsed();
+    sink.flush().context("write the simulated run's logs")?;
+    let outcome = outcome?;
+    record.start = Some(sim_time(setup));
+    record.end = Some(sim_time(config.end_ns));
+    record.emulator_drops = outcome.dropped;
+    record.notes.push(speed_note(&outcome, wall));
+    if !outcome.drained {
+        record.notes.push(format!(
+            "drain: packets were still in the path {:.1} s after the run",
+            plan.drain_timeout.as_secs_f64()
+        ));
+    }
+    Ok(())
+}
+
+/// `Thu 01 Jan 1970 00:00:01 +0000`: a simulated instant (ns after the simulated clock's
+/// start) as the runner writes "Start at" (`plan::utc_now`).
+fn sim_time(ns: u64) -> String {
+    let t = SIM_EPOCH_NS.saturating_add(i64::try_from(ns).unwrap_or(i64::MAX));
+    chrono::DateTime::from_timestamp_nanos(t)
+        .format("%a %d %b %Y %H:%M:%S %z")
+        .to_string()
+}
+
+/// The record's note on the simulation's cost: simulated seconds, wall seconds, their ratio
+/// and datagrams (both directions) per wall second.
+pub fn speed_note(outcome: &SimOutcome, wall: Duration) -> String {
+    let sim_s = outcome.end_ns as f64 / 1e9;
+    let wall_s = wall.as_secs_f64().max(1e-9);
+    let packets = outcome.sent.0 + outcome.sent.1;
+    format!(
+        "simulated: {sim_s:.1} s of simulated time in {wall_s:.2} s ({:.1}× real time, {:.3} \
+         real s per simulated s), {packets} datagrams ({:.0} per second)",
+        sim_s / wall_s,
+        wall_s / sim_s.max(1e-9),
+        packets as f64 / wall_s
+    )
+}

@@ -1,0 +1,217 @@
+//! The QUIC of the quic schemes, one definition for both clocks: the congestion controllers,
+//! the transport settings and the TLS configuration that `pantheon-quinn` (schemes/quinn) runs
+//! on real paths and the simulator runs on its virtual clock.
+//!
+//! `quinn` is an I/O shell around `quinn-proto`'s sans-IO [`quinn_proto::Connection`]; the
+//! program builds its `quinn::TransportConfig` (the same type) with [`transport_config`], and
+//! the simulator drives `quinn-proto` directly with the same settings.
+//!
+//! **Determinism.** Every packet size the simulator logs must follow from the seed alone. The
+//! certificate and key are fixed (an Ed25519 key from a constant seed: Ed25519 signatures are
+//! deterministic and always 64 bytes, where an ECDSA signature's DER length varies by a byte or
+//! two from one handshake to the next), and the endpoints' random generators are seeded. TLS's
+//! own randomness (its key shares, nonces) changes bytes, never lengths.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
+use quinn_proto::{TransportConfig, VarInt};
+
+/// A congestion controller of quinn-proto.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Controller {
+    /// Cubic (RFC 9438), quinn's default: the `quic` scheme.
+    Cubic,
+    /// NewReno (RFC 9002 §7): `quic_newreno`.
+    NewReno,
+    /// BBR (BBRv1; quinn marks it experimental): `quic_bbr`.
+    Bbr,
+}
+
+impl Controller {
+    /// `cubic`, `newreno` or `bbr`: the name `pantheon-quinn --cc` and scheme descriptors use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Controller::Cubic => "cubic",
+            Controller::NewReno => "newreno",
+            Controller::Bbr => "bbr",
+        }
+    }
+
+    /// The controller named `name` (see [`Controller::name`]); `None` for any other name.
+    pub fn from_name(name: &str) -> Option<Controller> {
+        [Controller::Cubic, Controller::NewReno, Controller::Bbr]
+            .into_iter()
+            .find(|c| c.name() == name)
+    }
+
+    /// quinn-proto's factory of this controller, with its default configuration.
+    pub fn factory(self) -> Arc<dyn ControllerFactory + Send + Sync> {
+        match self {
+            Controller::Cubic => Arc::new(CubicConfig::default()),
+            Controller::NewReno => Arc::new(NewRenoConfig::default()),
+            Controller::Bbr => Arc::new(BbrConfig::default()),
+        }
+    }
+}
+
+/// Largest UDP payload a quic scheme sends, bytes: the tunnel's 1464-byte inner IP MTU (1500 −
+/// 36 bytes of tunnel overhead) − 20 (IPv4) − 8 (UDP).
+pub const MAX_UDP_PAYLOAD: u16 = 1436;
+
+/// Flow-control windows, bytes: large enough never to be the bottleneck (a 1 Gbit/s × 200 ms
+/// path has a 25 MB BDP), so that the congestion controller alone sets the rate.
+pub const WINDOW: u32 = 64 << 20;
+
+/// The transport settings of every quic scheme: `controller`; QUIC's UDP payload fixed at
+/// `max_udp_payload` bytes (at least 1200, QUIC's minimum) with path-MTU discovery off, so no
+/// datagram is larger than the tunnel carries; flow control out of the way ([`WINDOW`]); idle
+/// timeout 120 s with keep-alives every 5 s; up to 100 000 concurrent bidirectional streams
+/// (a Poisson workload may have many transfers in flight).
+pub fn transport_config(controller: Controller, max_udp_payload: u16) -> TransportConfig {
+    let mut t = TransportConfig::default();
+    t.congestion_controller_factory(controller.factory())
+        .initial_mtu(max_udp_payload)
+        .min_mtu(1200.min(max_udp_payload))
+        .mtu_discovery_config(None)
+        .stream_receive_window(VarInt::from_u32(WINDOW))
+        .receive_window(VarInt::from_u32(WINDOW))
+        .send_window(u64::from(WINDOW))
+        .max_idle_timeout(Some(VarInt::from_u32(120_000).into()))
+        .keep_alive_interval(Some(Duration::from_secs(5)))
+        .max_concurrent_bidi_streams(VarInt::from_u32(100_000));
+    t
+}
+
+/// The server's name in the simulated handshake.
+pub const SERVER_NAME: &str = "pantheon";
+
+/// The fixed Ed25519 key of the simulated server, as PKCS#8 v1 DER: the algorithm's prefix
+/// (RFC 8410) and a 32-byte seed.
+fn server_key_der() -> Vec<u8> {
+    const PREFIX: [u8; 16] = [
+        0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04,
+        0x20,
+    ];
+    let mut der = PREFIX.to_vec();
+    der.extend((0u8..32).map(|i| i.wrapping_mul(37).wrapping_add(11)));
+    der
+}
+
+/// Why a QUIC configuration could not be made (a TLS library refusing its input).
+#[derive(Debug, thiserror::Error)]
+#[error("QUIC configuration: {0}")]
+pub struct ConfigError(String);
+
+fn config_error(e: impl std::fmt::Display) -> ConfigError {
+    ConfigError(e.to_string())
+}
+
+/// The server side: a self-signed certificate for [`SERVER_NAME`] on the fixed Ed25519 key,
+/// TLS 1.3, and [`transport_config`].
+pub fn server_config(
+    controller: Controller,
+    max_udp_payload: u16,
+) -> Result<quinn_proto::ServerConfig, ConfigError> {
+    let der = rustls::pki_types::PrivateKeyDer::Pkcs8(server_key_der().into());
+    let key = rcgen::KeyPair::try_from(&der).map_err(config_error)?;
+    let cert = rcgen::CertificateParams::new(vec![SERVER_NAME.to_owned()])
+        .and_then(|p| p.self_signed(&key))
+        .map_err(config_error)?;
+    let crypto = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(config_error)?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], der)
+        .map_err(config_error)?;
+    let crypto =
+        quinn_proto::crypto::rustls::QuicServerConfig::try_from(crypto).map_err(config_error)?;
+    let mut config = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(transport_config(controller, max_udp_payload)));
+    Ok(config)
+}
+
+/// The client side: TLS 1.3 accepting any server certificate (a traffic generator for
+/// congestion control, not a secure channel), and [`transport_config`].
+pub fn client_config(
+    controller: Controller,
+    max_udp_payload: u16,
+) -> Result<quinn_proto::ClientConfig, ConfigError> {
+    let crypto = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(config_error)?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate))
+        .with_no_client_auth();
+    let crypto =
+        quinn_proto::crypto::rustls::QuicClientConfig::try_from(crypto).map_err(config_error)?;
+    let mut config = quinn_proto::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(Arc::new(transport_config(controller, max_udp_payload)));
+    Ok(config)
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Accepts any server certificate: the flow needs QUIC's packets and congestion control, not
+/// authentication.
+#[derive(Debug)]
+pub struct AcceptAnyCertificate;
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &rustls::pki_types::CertificateDer<'_>,
+        _dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _message: &[u8],
+        _cert: &rustls::pki_types::CertificateDer<'_>,
+        _dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controllers_go_by_their_names() {
+        for c in [Controller::Cubic, Controller::NewReno, Controller::Bbr] {
+            assert_eq!(Controller::from_name(c.name()), Some(c));
+        }
+        assert_eq!(Controller::from_name("vegas"), None);
+    }
+
+    #[test]
+    fn both_sides_configure() {
+        server_config(Controller::Cubic, MAX_UDP_PAYLOAD).unwrap();
+        client_config(Controller::Bbr, MAX_UDP_PAYLOAD).unwrap();
+    }
+}

@@ -1,0 +1,784 @@
+//! The discrete-event loop: QUIC flows over the emulated path on a virtual clock.
+//!
+//! Time is a `u64` of nanoseconds since the emulator started, as in the real-time emulator
+//! (`emucal::runtime`), and nothing but the loop moves it: it jumps to the earliest of the next
+//! packet out of a stage of either direction, the next timer of a connection (loss detection,
+//! pacing, delayed ACKs, keep-alives), the next flow start or stop and the end of the run. At
+//! each instant, in this order:
+//!
+//! 1. flows due to start connect (their client opens the QUIC connection, as the sender does
+//!    once the receiver listens); flows due to stop are ended (their packets in flight are
+//!    still logged when they leave the path, as by the tunnel of a real run);
+//! 2. both directions advance; every packet that left the path is logged as the receiving
+//!    tunnel endpoint logs it (ingress) and handed to its QUIC endpoint;
+//! 3. expired connection timers fire;
+//! 4. the applications act: the client opens one unidirectional stream once connected and keeps
+//!    it full (bulk, full throttle), the server accepts it and reads everything (unordered, as
+//!    `pantheon-quinn receiver` does);
+//! 5. every connection sends what it may (congestion window, pacing): each datagram is logged
+//!    as the sending tunnel endpoint logs it (egress) and enters the path.
+//!
+//! At the end of the run the flows stop sending and the path drains (up to the drain time), as
+//! the real runner stops admitting packets into the tunnels and lets the path empty.
+//!
+//! quinn-proto takes `Instant`s as arguments and never reads the clock itself: each virtual
+//! time `t` is given as `base + t` for one `base` taken at the start.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BytesMut};
+use emucal::mm::{EmulatedPath, LinkDirection};
+use emucal::stage::{AnyStage, LinkEvent, Pipeline};
+use quinn_proto::{
+    ClientConfig, Connection, ConnectionHandle, DatagramEvent, Dir, EcnCodepoint, Endpoint,
+    EndpointConfig, Event, ServerConfig, StreamEvent, StreamId,
+};
+use tunnel::log::{Direction, Kind, Record};
+
+use crate::frame;
+use crate::quic::{self, Controller};
+
+/// One flow of a simulated run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlowSpec {
+    /// Its congestion controller.
+    pub controller: Controller,
+    /// When its client connects, ns after the emulator's start (a real run's "second side").
+    pub start_ns: u64,
+    /// When both its ends stop, ns after the emulator's start; `None`: at the end of the run.
+    pub stop_ns: Option<u64>,
+}
+
+/// A simulated run.
+#[derive(Debug, Clone)]
+pub struct SimConfig<'a> {
+    /// The emulated path, loaded (its traces read); the mm-link logs it names are the sink's.
+    pub path: &'a EmulatedPath,
+    /// The flows, flow 1 first.
+    pub flows: Vec<FlowSpec>,
+    /// The seed of the path's random choices (loss, Poisson delivery, on/off), drawn exactly as
+    /// by the real-time emulator seeded alike. QUIC's own (connection IDs, packet-number
+    /// skips, greasing) are fixed per flow number.
+    pub seed: u64,
+    /// When the flows stop sending, ns after the emulator's start.
+    pub end_ns: u64,
+    /// Longest time the path may take to empty after `end_ns`, ns.
+    pub drain_ns: u64,
+    /// Largest UDP payload of the QUIC datagrams, bytes ([`quic::MAX_UDP_PAYLOAD`]).
+    pub max_udp_payload: u16,
+}
+
+/// Where a simulated run's logs go: the tunnel endpoints' packet records and the mm-link
+/// stages' events, as a real run writes them.
+pub trait Sink {
+    /// A packet of flow `flow` crossing a tunnel endpoint: `direction` datalink (client →
+    /// server) or acklink; `kind` egress (sent into the path) or ingress (out of it).
+    fn packet(&mut self, direction: Direction, record: &Record) -> io::Result<()>;
+
+    /// Events of the logged mm-link stage at index `stage` of `direction`'s pipeline.
+    fn link_events(
+        &mut self,
+        direction: LinkDirection,
+        stage: usize,
+        events: &[LinkEvent],
+    ) -> io::Result<()>;
+}
+
+/// What a simulated run did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SimOutcome {
+    /// Simulated time at the end (the drain included), ns.
+    pub end_ns: u64,
+    /// Datagrams sent into the path, (uplink, downlink).
+    pub sent: (u64, u64),
+    /// Datagrams that left the path, (uplink, downlink).
+    pub delivered: (u64, u64),
+    /// Datagrams dropped inside the path (queues and random loss), (uplink, downlink).
+    pub dropped: (u64, u64),
+    /// Whether the path emptied within the drain time.
+    pub drained: bool,
+    /// Instants the loop visited.
+    pub steps: u64,
+}
+
+/// Why a simulated run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The QUIC configuration could not be made.
+    #[error(transparent)]
+    Config(#[from] quic::ConfigError),
+    /// A flow's connection could not start or was lost (the real sender would have exited).
+    #[error("flow {flow}: {reason}")]
+    Flow {
+        /// The flow, 1-based.
+        flow: u16,
+        /// quinn-proto's reason.
+        reason: String,
+    },
+    /// A log could not be written.
+    #[error("writing the logs: {0}")]
+    Log(#[from] io::Error),
+    /// The caller's progress callback asked to stop (Ctrl-C).
+    #[error("interrupted at {0:.1} s of simulated time")]
+    Interrupted(f64),
+}
+
+/// The client's (sender's) address: the tunnel client's private address in a real run.
+const CLIENT: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 4);
+/// The server's (receiver's) address.
+const SERVER: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 3);
+/// The receiver's UDP port.
+const SERVER_PORT: u16 = 50_000;
+/// What the client writes into its stream, again and again.
+static CHUNK: [u8; 1 << 16] = [0; 1 << 16];
+/// The seed of the flows' QUIC endpoints (with the flow's number mixed in).
+const QUIC_SEED: u64 = 0x5EED_0F91_C0DE;
+/// Progress is reported every this much simulated time, ns.
+const PROGRESS_EVERY_NS: u64 = 100_000_000;
+
+/// One side of a flow's QUIC connection.
+struct Side {
+    endpoint: Endpoint,
+    conn: Option<(ConnectionHandle, Connection)>,
+    /// Its own address and its peer's.
+    addr: SocketAddr,
+    peer: SocketAddr,
+    /// The next UID its tunnel endpoint gives a packet it sends (from 0, as the tunnel).
+    next_uid: u64,
+}
+
+impl Side {
+    fn new(seed: u64, addr: SocketAddr, peer: SocketAddr, server: Option<ServerConfig>) -> Side {
+        let endpoint = Endpoint::new(
+            std::sync::Arc::new(EndpointConfig::default()),
+            server.map(std::sync::Arc::new),
+            false,
+            Some(seed_bytes(seed)),
+        );
+        Side {
+            endpoint,
+            conn: None,
+            addr,
+            peer,
+            next_uid: 0,
+        }
+    }
+
+    /// A datagram from the peer: to the connection, or accepted as a new one (a server's
+    /// first), or answered by the endpoint itself. Returns an endpoint's own answer to send.
+    fn receive(
+        &mut self,
+        now: Instant,
+        ecn: Option<EcnCodepoint>,
+        data: BytesMut,
+    ) -> Option<Vec<u8>> {
+        let mut buf = Vec::new();
+        let event =
+            self.endpoint
+                .handle(now, self.peer, Some(self.addr.ip()), ecn, data, &mut buf)?;
+        match event {
+            DatagramEvent::ConnectionEvent(h, event) => {
+                if let Some((ch, conn)) = &mut self.conn {
+                    if *ch == h {
+                        conn.handle_event(event);
+                    }
+                }
+                None
+            }
+            DatagramEvent::NewConnection(incoming) if self.conn.is_none() => {
+                match self.endpoint.accept(incoming, now, &mut buf, None) {
+                    Ok(c) => {
+                        self.conn = Some(c);
+                        None
+                    }
+                    Err(e) => e.response.map(|t| buf[..t.size].to_vec()),
+                }
+            }
+            DatagramEvent::NewConnection(incoming) => {
+                self.endpoint.ignore(incoming);
+                None
+            }
+            DatagramEvent::Response(t) => Some(buf[..t.size].to_vec()),
+        }
+    }
+
+    /// Fires the connection's expired timers and passes its events to the endpoint and back.
+    fn timers(&mut self, now: Instant) {
+        if let Some((_, conn)) = &mut self.conn {
+            if conn.poll_timeout().is_some_and(|t| t <= now) {
+                conn.handle_timeout(now);
+            }
+        }
+        self.endpoint_events();
+    }
+
+    fn endpoint_events(&mut self) {
+        if let Some((h, conn)) = &mut self.conn {
+            while let Some(e) = conn.poll_endpoint_events() {
+                if let Some(back) = self.endpoint.handle_event(*h, e) {
+                    conn.handle_event(back);
+                }
+            }
+        }
+    }
+
+    fn timeout(&mut self) -> Option<Instant> {
+        self.conn.as_mut().and_then(|(_, c)| c.poll_timeout())
+    }
+}
+
+/// One flow: its two sides and what their applications do.
+struct Flow {
+    id: u16,
+    spec: FlowSpec,
+    client: Side,
+    server: Side,
+    client_config: ClientConfig,
+    started: bool,
+    stopped: bool,
+    /// The client's stream, once open.
+    stream: Option<StreamId>,
+    /// The server's accepted streams.
+    streams: Vec<StreamId>,
+}
+
+impl Flow {
+    fn start(&mut self, now: Instant) -> Result<(), SimError> {
+        self.started = true;
+        let c = self
+            .client
+            .endpoint
+            .connect(
+                now,
+                self.client_config.clone(),
+                self.client.peer,
+                quic::SERVER_NAME,
+            )
+            .map_err(|e| self.failed(e))?;
+        self.client.conn = Some(c);
+        Ok(())
+    }
+
+    fn failed(&self, reason: impl std::fmt::Display) -> SimError {
+        SimError::Flow {
+            flow: self.id,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// The sides' applications after the connections' events: connect, open and fill the
+    /// stream; accept and read streams. A lost connection fails the flow.
+    fn applications(&mut self) -> Result<(), SimError> {
+        for client in [true, false] {
+            let side = if client {
+                &mut self.client
+            } else {
+                &mut self.server
+            };
+            side.endpoint_events();
+            let Some((_, conn)) = &mut side.conn else {
+                continue;
+            };
+            while let Some(event) = conn.poll() {
+                match event {
+                    Event::Connected if client => self.stream = conn.streams().open(Dir::Uni),
+                    Event::Stream(StreamEvent::Opened { dir: Dir::Uni }) if !client => {
+                        while let Some(id) = conn.streams().accept(Dir::Uni) {
+                            self.streams.push(id);
+                        }
+                    }
+                    Event::ConnectionLost { reason } => {
+                        let who = if client { "sender" } else { "receiver" };
+                        return Err(SimError::Flow {
+                            flow: self.id,
+                            reason: format!("the {who}'s connection was lost: {reason}"),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            if client {
+                if let Some(id) = self.stream {
+                    let mut s = conn.send_stream(id);
+                    while matches!(s.write(&CHUNK), Ok(n) if n > 0) {}
+                }
+            } else {
+                for &id in &self.streams {
+                    let mut s = conn.recv_stream(id);
+                    let read = s.read(false);
+                    if let Ok(mut chunks) = read {
+                        while let Ok(Some(_)) = chunks.next(usize::MAX) {}
+                        let _ = chunks.finalize();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self) {
+        self.stopped = true;
+        self.client.conn = None;
+        self.server.conn = None;
+    }
+
+    fn side(&mut self, client: bool) -> &mut Side {
+        if client {
+            &mut self.client
+        } else {
+            &mut self.server
+        }
+    }
+}
+
+/// The 32-byte seed of a QUIC endpoint from a 64-bit one (SplitMix64, four words).
+fn seed_bytes(seed: u64) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let mut z = seed;
+    for chunk in out.chunks_mut(8) {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut x = z;
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        chunk.copy_from_slice(&(x ^ (x >> 31)).to_le_bytes());
+    }
+    out
+}
+
+/// ECN bits as the inner IPv4 header carries them.
+fn ecn_bits(ecn: Option<EcnCodepoint>) -> u8 {
+    ecn.map_or(0, |e| e as u8)
+}
+
+/// The two directions of the path and their logged links.
+struct Path {
+    pipes: [Pipeline; 2],
+    links: [Vec<usize>; 2],
+    events: Vec<LinkEvent>,
+}
+
+const DIRECTIONS: [LinkDirection; 2] = [LinkDirection::Uplink, LinkDirection::Downlink];
+
+/// Simulates the run `config`, writing its logs to `sink`. `progress` is told the simulated
+/// time (ns) every 100 ms of it and stops the run by returning `false`. Errors: a flow whose
+/// connection fails (as a real sender exiting fails its run), a log that cannot be written.
+pub fn simulate(
+    config: &SimConfig,
+    sink: &mut dyn Sink,
+    progress: &mut dyn FnMut(u64) -> bool,
+) -> Result<SimOutcome, SimError> {
+    let base = Instant::now();
+    let at = |ns: u64| base + Duration::from_nanos(ns);
+    let since = |i: Instant| i.saturating_duration_since(base).as_nanos() as u64;
+    let mut flows = Vec::new();
+    for (i, spec) in config.flows.iter().enumerate() {
+        let id = u16::try_from(i + 1).map_err(|_| SimError::Flow {
+            flow: u16::MAX,
+            reason: "too many flows".into(),
+        })?;
+        let client = SocketAddr::from((CLIENT, 40_000 + id));
+        let server = SocketAddr::from((SERVER, SERVER_PORT));
+        // QUIC's own random choices (connection IDs, packet-number skips, greasing) follow the
+        // flow's number, not the run's seed: another seed changes the path's draws alone.
+        let flow_seed = QUIC_SEED ^ (u64::from(id) << 48);
+        flows.push(Flow {
+            id,
+            spec: *spec,
+            client: Side::new(flow_seed ^ 1, client, server, None),
+            server: Side::new(
+                flow_seed ^ 2,
+                server,
+                client,
+                Some(quic::server_config(
+                    spec.controller,
+                    config.max_udp_payload,
+                )?),
+            ),
+            client_config: quic::client_config(spec.controller, config.max_udp_payload)?,
+            started: false,
+            stopped: false,
+            stream: None,
+            streams: Vec::new(),
+        });
+    }
+    let [(up, up_links), (down, down_links)] =
+        DIRECTIONS.map(|d| config.path.pipeline(d, config.seed));
+    let mut path = Path {
+        pipes: [up, down],
+        links: [
+            up_links.iter().map(|(i, _)| *i).collect(),
+            down_links.iter().map(|(i, _)| *i).collect(),
+        ],
+        events: Vec::new(),
+    };
+    let mut out = SimOutcome::default();
+    let hard_end = config.end_ns.saturating_add(config.drain_ns);
+    let mut now = 0u64;
+    let mut next_progress = 0u64;
+    let mut spins = 0u32;
+    loop {
+        out.steps += 1;
+        if now >= next_progress {
+            if !progress(now) {
+                return Err(SimError::Interrupted(now as f64 / 1e9));
+            }
+            next_progress = now + PROGRESS_EVERY_NS;
+        }
+        let sending = now < config.end_ns;
+        for f in &mut flows {
+            if !f.started && sending && now >= f.spec.start_ns {
+                f.start(at(now))?;
+            }
+            if f.started && !f.stopped && (!sending || f.spec.stop_ns.is_some_and(|s| now >= s)) {
+                f.stop();
+            }
+        }
+        // 2. Packets out of the path, to the far tunnel endpoint and its QUIC endpoint.
+        for (d, direction) in DIRECTIONS.into_iter().enumerate() {
+            path.pipes[d].advance(now);
+            while let Some((t, pkt)) = path.pipes[d].pop() {
+                let Some((id, uid, ecn, _)) = frame::decode(&pkt) else {
+                    continue;
+                };
+                let size = pkt.len() as u32;
+                let Some(f) = flows.get_mut(usize::from(id).wrapping_sub(1)) else {
+                    continue;
+                };
+                let (log_dir, to_client) = log_direction(direction);
+                sink.packet(
+                    log_dir,
+                    &Record {
+                        t_ns: t,
+                        uid,
+                        size,
+                        flow: id,
+                        kind: Kind::Ingress,
+                    },
+                )?;
+                if d == 0 {
+                    out.delivered.0 += 1;
+                } else {
+                    out.delivered.1 += 1;
+                }
+                if f.stopped || !f.started {
+                    continue;
+                }
+                let ecn = EcnCodepoint::from_bits(ecn);
+                // The QUIC datagram, without copying: the packet's buffer past the headers.
+                let mut quic = BytesMut::from(bytes::Bytes::from(pkt));
+                quic.advance(frame::HEADERS);
+                if let Some(answer) = f.side(to_client).receive(at(now), ecn, quic) {
+                    // An endpoint's own answer (stateless reset, version negotiation) goes back.
+                    send(&mut path, f, !to_client, now, &answer, 0, sink, &mut out)?;
+                }
+            }
+            log_links(&mut path, d, direction, sink)?;
+        }
+        // 3.–5. Timers, applications, transmissions.
+        for f in flows.iter_mut().filter(|f| f.started && !f.stopped) {
+            f.client.timers(at(now));
+            f.server.timers(at(now));
+            f.applications()?;
+            for client in [true, false] {
+                let mut buf = Vec::with_capacity(usize::from(config.max_udp_payload));
+                loop {
+                    buf.clear();
+                    let Some((_, conn)) = &mut f.side(client).conn else {
+                        break;
+                    };
+                    let Some(t) = conn.poll_transmit(at(now), 1, &mut buf) else {
+                        break;
+                    };
+                    let ecn = ecn_bits(t.ecn);
+                    send(
+                        &mut path,
+                        f,
+                        client,
+                        now,
+                        &buf[..t.size],
+                        ecn,
+                        sink,
+                        &mut out,
+                    )?;
+                }
+                f.side(client).endpoint_events();
+            }
+        }
+        // The next instant.
+        let held = path.pipes.iter().map(Pipeline::held).sum::<usize>();
+        if !sending && (held == 0 || now >= hard_end) {
+            out.drained = held == 0;
+            break;
+        }
+        let mut next = path.pipes.iter().filter_map(Pipeline::next_wakeup).min();
+        let mut consider = |t: Option<u64>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        for f in flows.iter_mut() {
+            if !f.started {
+                consider(Some(f.spec.start_ns));
+            } else if !f.stopped {
+                consider(f.spec.stop_ns);
+                consider(f.client.timeout().map(since));
+                consider(f.server.timeout().map(since));
+            }
+        }
+        consider(Some(if sending { config.end_ns } else { hard_end }));
+        let next = next.unwrap_or(hard_end);
+        if next <= now {
+            // Work left at this instant (a packet pushed into a stage that passes it on at
+            // once); a loop that makes no progress would spin here.
+            spins += 1;
+            if spins > 100_000 {
+                now += 1_000;
+                spins = 0;
+            }
+        } else {
+            spins = 0;
+            now = next;
+        }
+    }
+    out.end_ns = now;
+    out.dropped = (path.pipes[0].dropped(), path.pipes[1].dropped());
+    Ok(out)
+}
+
+/// The tunnel log direction of packets travelling `direction`, and whether the client (the
+/// sender) receives them.
+fn log_direction(direction: LinkDirection) -> (Direction, bool) {
+    match direction {
+        LinkDirection::Uplink => (Direction::Datalink, false),
+        LinkDirection::Downlink => (Direction::Acklink, true),
+    }
+}
+
+/// A datagram sent by flow `f`'s client (`client`) or server at `now`: given the tunnel
+/// endpoint's next UID, logged (egress) and pushed into the path.
+#[allow(clippy::too_many_arguments)]
+fn send(
+    path: &mut Path,
+    f: &mut Flow,
+    client: bool,
+    now: u64,
+    quic: &[u8],
+    ecn: u8,
+    sink: &mut dyn Sink,
+    out: &mut SimOutcome,
+) -> Result<(), SimError> {
+    let id = f.id;
+    let side = f.side(client);
+    let uid = side.next_uid;
+    side.next_uid += 1;
+    let pkt = frame::encode(id, uid, client, ecn, quic);
+    let (direction, d) = if client {
+        (Direction::Datalink, 0)
+    } else {
+        (Direction::Acklink, 1)
+    };
+    sink.packet(
+        direction,
+        &Record {
+            t_ns: now,
+            uid,
+            size: pkt.len() as u32,
+            flow: id,
+            kind: Kind::Egress,
+        },
+    )?;
+    if client {
+        out.sent.0 += 1;
+    } else {
+        out.sent.1 += 1;
+    }
+    path.pipes[d].push(now, pkt);
+    Ok(())
+}
+
+/// The logged links' new events of direction `d`, to the sink.
+fn log_links(
+    path: &mut Path,
+    d: usize,
+    direction: LinkDirection,
+    sink: &mut dyn Sink,
+) -> io::Result<()> {
+    for &stage in &path.links[d] {
+        if let Some(AnyStage::Link(l)) = path.pipes[d].stage_mut(stage) {
+            l.take_events(&mut path.events);
+        }
+        if !path.events.is_empty() {
+            sink.link_events(direction, stage, &path.events)?;
+            path.events.clear();
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::logs::MemorySink;
+
+    /// A directory with Pantheon's 12 Mbit/s trace (one 1500-byte opportunity per ms).
+    struct Traces(std::path::PathBuf);
+    impl Traces {
+        fn new(tag: &str) -> Traces {
+            let dir = std::env::temp_dir().join(format!("simtest-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("12mbps.trace"), "1\n").unwrap();
+            Traces(dir)
+        }
+        fn path(&self, outside: &str, link_args: &str) -> EmulatedPath {
+            let t = self.0.join("12mbps.trace").display().to_string();
+            let text = format!("{outside} mm-link {t} {t} {link_args}");
+            EmulatedPath::load(emucal::mm::parse_shells(&text).unwrap(), vec![]).unwrap()
+        }
+    }
+    impl Drop for Traces {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn config(path: &EmulatedPath, controller: Controller, seed: u64, secs: u64) -> SimConfig<'_> {
+        SimConfig {
+            path,
+            flows: vec![FlowSpec {
+                controller,
+                start_ns: 0,
+                stop_ns: None,
+            }],
+            seed,
+            end_ns: secs * 1_000_000_000,
+            drain_ns: 5_000_000_000,
+            max_udp_payload: quic::MAX_UDP_PAYLOAD,
+        }
+    }
+
+    fn run(c: &SimConfig) -> (SimOutcome, MemorySink) {
+        let mut sink = MemorySink::default();
+        let out = simulate(c, &mut sink, &mut |_| true).unwrap();
+        (out, sink)
+    }
+
+    /// Uplink bytes out of the path during the run (the drain after it left out), per second,
+    /// Mbit/s.
+    fn goodput_mbps(sink: &MemorySink, secs: u64) -> f64 {
+        let end = secs * 1_000_000_000;
+        let bytes: u64 = sink
+            .packets
+            .iter()
+            .filter(|(d, r)| *d == Direction::Datalink && r.kind == Kind::Ingress && r.t_ns < end)
+            .map(|(_, r)| u64::from(r.size))
+            .sum();
+        bytes as f64 * 8.0 / secs as f64 / 1e6
+    }
+
+    #[test]
+    fn each_controller_fills_a_constant_link() {
+        let traces = Traces::new("fill");
+        // A 100-packet DropTail uplink (2.5 BDPs): full, yet it drains after the run.
+        let path = traces.path(
+            "mm-delay 20",
+            "--uplink-queue=droptail --uplink-queue-args=packets=100",
+        );
+        for c in [Controller::Cubic, Controller::NewReno, Controller::Bbr] {
+            let (out, sink) = run(&config(&path, c, 1, 10));
+            let mbps = goodput_mbps(&sink, 10);
+            // 12 Mbit/s of 1500-byte packets, less the handshake and slow start.
+            assert!(mbps > 10.5 && mbps <= 12.0, "{c:?}: {mbps:.2} Mbit/s");
+            assert!(out.drained && out.delivered.1 > 0, "{c:?}: {out:?}");
+            // Every packet out of the path went in, and sizes are the tunnel's.
+            assert!(sink
+                .packets
+                .iter()
+                .all(|(_, r)| r.size <= 1500 && r.size >= 64));
+        }
+    }
+
+    #[test]
+    fn one_way_delay_is_the_path_s() {
+        // An idle path: the first datagram (the client's Initial, 1200 bytes + 64) crosses
+        // 20 ms of delay and one 12 Mbit/s opportunity (≤ 1 ms).
+        let traces = Traces::new("owd");
+        let path = traces.path("mm-delay 20", "");
+        let (_, sink) = run(&config(&path, Controller::Cubic, 1, 1));
+        let sent = sink
+            .packets
+            .iter()
+            .find(|(d, r)| *d == Direction::Datalink && r.kind == Kind::Egress)
+            .unwrap()
+            .1;
+        let got = sink
+            .packets
+            .iter()
+            .find(|(d, r)| {
+                *d == Direction::Datalink && r.kind == Kind::Ingress && r.uid == sent.uid
+            })
+            .unwrap()
+            .1;
+        assert_eq!(sent.size, 1264);
+        let owd = got.t_ns - sent.t_ns;
+        assert!((20_000_000..=21_000_000).contains(&owd), "{owd} ns");
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_packets_another_changes_only_the_draws() {
+        let traces = Traces::new("det");
+        let lossy = traces.path(
+            "mm-delay 10 mm-loss uplink 0.01",
+            "--uplink-queue=droptail --uplink-queue-args=packets=30",
+        );
+        let (a, sa) = run(&config(&lossy, Controller::Cubic, 7, 3));
+        let (b, sb) = run(&config(&lossy, Controller::Cubic, 7, 3));
+        assert_eq!(a, b);
+        assert!(sa == sb, "same seed, different packets");
+        let (_, sc) = run(&config(&lossy, Controller::Cubic, 8, 3));
+        assert!(sa != sc, "random loss drawn alike with two seeds");
+        // Poisson delivery draws too.
+        let poisson = traces.path("mm-delay 10", "--uplink-delivery=poisson");
+        let (_, p1) = run(&config(&poisson, Controller::Bbr, 1, 2));
+        let (_, p2) = run(&config(&poisson, Controller::Bbr, 2, 2));
+        assert!(p1 != p2);
+        // Nothing random on the path: the seed changes nothing.
+        let fixed = traces.path("mm-delay 10", "");
+        let (_, f1) = run(&config(&fixed, Controller::Cubic, 1, 2));
+        let (_, f2) = run(&config(&fixed, Controller::Cubic, 2, 2));
+        assert!(f1 == f2, "a seed changed a path without randomness");
+    }
+
+    #[test]
+    fn flows_start_and_stop_when_told_and_a_stopped_flow_sends_nothing() {
+        let traces = Traces::new("flows");
+        let path = traces.path("mm-delay 10", "");
+        let mut c = config(&path, Controller::Cubic, 1, 4);
+        c.flows = vec![
+            FlowSpec {
+                controller: Controller::Cubic,
+                start_ns: 0,
+                stop_ns: Some(2_000_000_000),
+            },
+            FlowSpec {
+                controller: Controller::Bbr,
+                start_ns: 1_000_000_000,
+                stop_ns: None,
+            },
+        ];
+        let (_, sink) = run(&c);
+        let sent = |flow: u16| -> Vec<u64> {
+            sink.packets
+                .iter()
+                .filter(|(_, r)| r.flow == flow && r.kind == Kind::Egress)
+                .map(|(_, r)| r.t_ns)
+                .collect()
+        };
+        let (one, two) = (sent(1), sent(2));
+        assert_eq!(one.first(), Some(&0));
+        assert!(*one.last().unwrap() < 2_000_000_000);
+        assert_eq!(two.first(), Some(&1_000_000_000));
+        assert!(*two.last().unwrap() > 3_500_000_000);
+    }
+}

@@ -1,0 +1,309 @@
+//! Simulated time end to end (issue 30): `pantheon run sim` gives byte-identical logs from one
+//! seed, logs that differ with another seed only where the path draws at random, results the
+//! analysis reads as a real run's; unsimulatable schemes, workloads and shells are refused before
+//! anything runs; `pantheon calibrate --simulate` recovers a hidden emulator from simulated
+//! results; a sweep runs simulated. No root needed (CI runs it as root all the same).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+mod common;
+use common::{pantheon_status, read_json, refused_before_anything_runs, Dir};
+
+fn temp(what: &str) -> Dir {
+    let d = std::env::temp_dir().join(format!("pantheon-sim-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    Dir(d)
+}
+
+fn pantheon(args: &[&str]) -> String {
+    let (code, out) = pantheon_status(args);
+    assert_eq!(code, 0, "pantheon {args:?} failed:\n{out}");
+    out
+}
+
+/// A constant `mbps` trace in `dir`; its path.
+fn trace(dir: &Path, mbps: u32) -> String {
+    let t = dir.join(format!("{mbps}mbps.trace"));
+    pantheon(&[
+        "trace",
+        "constant",
+        &mbps.to_string(),
+        "-o",
+        t.to_str().unwrap(),
+    ]);
+    t.to_str().unwrap().to_owned()
+}
+
+/// `pantheon run sim` of `schemes` over `mbps` both ways, the shells `prepend`, `seed`, 4 s,
+/// into `dir/name`.
+fn sim(dir: &Path, name: &str, schemes: &str, mbps: u32, prepend: &str, seed: u64) -> PathBuf {
+    let t = trace(dir, mbps);
+    let data = dir.join(name);
+    pantheon(&[
+        "run",
+        "sim",
+        "--schemes",
+        schemes,
+        "--uplink-trace",
+        &t,
+        "--downlink-trace",
+        &t,
+        "--prepend-mm-cmds",
+        prepend,
+        "--runtime",
+        "4",
+        "--seed",
+        &seed.to_string(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    data
+}
+
+/// The packet logs of a results directory, by file name: the tunnel `.ptlog`s whole, the
+/// mm-link logs without their `#` header lines (which name the file's own path).
+fn logs(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.ends_with(".ptlog") || n.contains("_mm_")
+        })
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let mut bytes = std::fs::read(&p).unwrap();
+            if name.contains("_mm_") {
+                let text = String::from_utf8(bytes).expect("mm-link logs are text");
+                bytes = text
+                    .lines()
+                    .filter(|l| !l.starts_with('#'))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+                    .into_bytes();
+            }
+            (name, bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn a_seed_gives_the_same_logs_byte_for_byte_and_another_changes_only_the_draws() {
+    let dir = temp("det");
+    let lossy = "mm-delay 10 mm-loss uplink 0.01";
+    let a = sim(&dir.0, "a", "quic quic_bbr", 12, lossy, 3);
+    let b = sim(&dir.0, "b", "quic quic_bbr", 12, lossy, 3);
+    let (la, lb) = (logs(&a), logs(&b));
+    // 2 schemes × (4 tunnel logs + 2 mm-link logs).
+    assert_eq!(la.len(), 12, "{:?}", la.keys());
+    for (name, bytes) in &la {
+        assert!(bytes.len() > 100, "{name} is empty");
+        assert!(
+            lb[name] == *bytes,
+            "{name} differs between two runs of seed 3"
+        );
+    }
+    let c = sim(&dir.0, "c", "quic quic_bbr", 12, lossy, 4);
+    let lc = logs(&c);
+    let data = "quic_datalink_run1_flow1.ingress.ptlog";
+    assert!(
+        la[data] != lc[data],
+        "seed 4 lost the same packets as seed 3"
+    );
+    // Without random loss the seed changes nothing.
+    let fixed = "mm-delay 10";
+    let (d, e) = (
+        logs(&sim(&dir.0, "d", "quic", 12, fixed, 3)),
+        logs(&sim(&dir.0, "e", "quic", 12, fixed, 4)),
+    );
+    assert!(
+        d == e,
+        "a seed changed the logs of a path without randomness"
+    );
+
+    // The results are a real run's to the analysis: metrics, report, the metadata saying
+    // simulated; the run record says what the simulation cost.
+    let perf = read_json(&a.join("pantheon_perf.json"));
+    let tput = perf["quic"]["1"]["all"]["tput"].as_f64().unwrap();
+    let delay = perf["quic"]["1"]["all"]["delay"].as_f64().unwrap();
+    // Cubic at 1 % loss and a 20 ms RTT: the Mathis bound, 1436 B × 8 / 20 ms × 1.22 / √0.01
+    // ≈ 7.0 Mbit/s, below the 12 Mbit/s link.
+    assert!(
+        tput > 4.0 && tput <= 12.0,
+        "quic over 12 Mbit/s with 1 % loss: {tput}"
+    );
+    assert!(
+        delay >= 10.0,
+        "p95 one-way delay below the path's 10 ms: {delay}"
+    );
+    assert_eq!(
+        read_json(&a.join("pantheon_metadata.json"))["simulated"],
+        true
+    );
+    assert!(a.join("pantheon_report.html").exists());
+    let runs = std::fs::read_to_string(a.join("pantheon_runs.json")).unwrap();
+    assert!(runs.contains("real time"), "{runs}");
+}
+
+#[test]
+fn what_cannot_be_simulated_is_refused_before_anything_runs() {
+    let dir = temp("refuse");
+    let t = trace(&dir.0, 12);
+    let data = dir.0.join("data");
+    let path = ["--uplink-trace", &t, "--downlink-trace", &t];
+    let with = |extra: &[&'static str]| -> Vec<&str> {
+        let mut v: Vec<&str> = path.to_vec();
+        v.extend(extra);
+        v
+    };
+    refused_before_anything_runs(
+        "sim",
+        &data,
+        &[
+            (
+                with(&["--schemes", "quic cubic"]),
+                "cubic cannot run in simulated time: kernel TCP",
+            ),
+            (
+                with(&["--schemes", "quic_bbr2"]),
+                "quiche reads the operating system's clock",
+            ),
+            (
+                with(&["--schemes", "copa"]),
+                "tquic reads the operating system's clock",
+            ),
+            (
+                with(&["--mix", "quic bbr@2"]),
+                "bbr cannot run in simulated time",
+            ),
+            (
+                with(&["--schemes", "quic", "--workload", "bytes=100000"]),
+                "simulated runs are full throttle only",
+            ),
+            (
+                with(&["--schemes", "quic", "--prepend-mm-cmds", "mm-meter"]),
+                "mm-meter",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn calibration_in_simulated_time_recovers_a_hidden_emulator() {
+    let dir = temp("calib");
+    let d = |n: &str| dir.0.join(n).display().to_string();
+    // The hidden emulator: 24 Mbit/s, 30 ms one way, a 60-packet uplink DropTail.
+    let t = trace(&dir.0, 24);
+    pantheon(&[
+        "run",
+        "sim",
+        "--schemes",
+        "quic quic_bbr",
+        "--uplink-trace",
+        &t,
+        "--downlink-trace",
+        &t,
+        "--prepend-mm-cmds",
+        "mm-delay 30",
+        "--extra-mm-link-args",
+        "--uplink-queue=droptail --uplink-queue-args=packets=60",
+        "--runtime",
+        "8",
+        "--seed",
+        "5",
+        "--data-dir",
+        &d("target"),
+    ]);
+    // A calibration of a non-simulatable scheme is refused before it starts.
+    let (code, out) = pantheon_status(&[
+        "calibrate",
+        &d("target"),
+        "--simulate",
+        "--schemes",
+        "quic cubic",
+        "--out",
+        &d("refused"),
+    ]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("cubic cannot run in simulated time"), "{out}");
+    assert!(!Path::new(&d("refused")).exists());
+
+    let out = pantheon(&[
+        "calibrate",
+        &d("target"),
+        "--simulate",
+        "--runtime",
+        "8",
+        "--max-evals",
+        "14",
+        "--initial-evals",
+        "6",
+        "--confirm",
+        "1",
+        "--delivery",
+        "constant",
+        "--jobs",
+        "2",
+        "--out",
+        &d("calibration"),
+    ]);
+    let result = read_json(&dir.0.join("calibration").join("calibration.json"));
+    let o = &result["outcome"];
+    let error = o["error_pct"].as_f64().unwrap();
+    assert!(error <= 5.0, "replication error {error} %:\n{out}");
+    let best = &o["best"];
+    let rate = best["rate_mbps"].as_f64().unwrap();
+    let delay = best["delay_ms"].as_u64().unwrap();
+    assert!((18.0..=30.0).contains(&rate), "rate {rate}:\n{out}");
+    assert!((25..=35).contains(&delay), "delay {delay}:\n{out}");
+}
+
+#[test]
+fn a_sweep_runs_in_simulated_time() {
+    let dir = temp("sweep");
+    let file = dir.0.join("s.toml");
+    std::fs::write(
+        &file,
+        "name = \"simsweep\"\nruntime = 3\nsimulate = true\n[environments]\nrate_mbps = [12, \
+         24]\nrtt_ms = [20]\nbuffer_bdp = [1]\n[mixes]\nlist = [\"quic quic_bbr\"]\nsolo = \
+         false\n",
+    )
+    .unwrap();
+    let out = dir.0.join("out");
+    pantheon(&[
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--jobs",
+        "2",
+    ]);
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    // Two environments × one mix of two flows.
+    assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
+    let point = out.join("points").join("p0001").join("results");
+    assert_eq!(
+        read_json(&point.join("pantheon_metadata.json"))["simulated"],
+        true
+    );
+    // Refused: a simulated sweep of a scheme that cannot be simulated.
+    std::fs::write(
+        &file,
+        "name = \"bad\"\nsimulate = true\n[environments]\nrate_mbps = [12]\nrtt_ms = \
+         [20]\nbuffer_bdp = [1]\n[mixes]\nlist = [\"cubic\"]\n",
+    )
+    .unwrap();
+    let (code, text) = pantheon_status(&[
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        &format!("{}/bad", dir.0.display()),
+    ]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("cubic cannot run in simulated time"),
+        "{text}"
+    );
+}
