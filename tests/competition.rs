@@ -148,11 +148,13 @@ fn a_flow_given_extra_delay_has_it_in_its_one_way_delay_alone() {
     let perf = read_json(&data.join("pantheon_perf.json"));
     let run = &perf["cubic-cubic"]["1"];
     let min = |flow: &str| run[flow]["min_delay"].as_f64().unwrap();
-    // Both cross mm-delay 10; flow 2's packets wait 50 ms more before the shared queue.
+    // Both cross mm-delay 10; flow 2's packets wait 50 ms more before the shared queue. Its
+    // least delayed packet may still have waited behind a few of flow 1's, which starts at the
+    // same time (0.6 ms per 1500-byte packet at 20 Mbit/s; seen: 1.57 ms): up to 3 ms more.
     assert!((10.0..12.0).contains(&min("1")), "{run}");
     let extra = min("2") - min("1");
     assert!(
-        (49.0..51.5).contains(&extra),
+        (49.0..53.0).contains(&extra),
         "flow 2 is {extra} ms longer: {run}"
     );
     assert_eq!(run["2"]["extra_delay"], 50.0, "{run}");
