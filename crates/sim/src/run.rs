@@ -73,8 +73,9 @@ pub struct SimConfig<'a> {
 /// Where a simulated run's logs go: the tunnel endpoints' packet records and the mm-link
 /// stages' events, as a real run writes them.
 pub trait Sink {
-    /// A packet of flow `flow` crossing a tunnel endpoint: `direction` datalink (client →
-    /// server) or acklink; `kind` egress (sent into the path) or ingress (out of it).
+    /// A packet crossing a tunnel endpoint, as that endpoint logs it (`record.flow` its flow,
+    /// `record.kind` egress: sent into the path, or ingress: out of it); `direction` datalink
+    /// (client → server) or acklink.
     fn packet(&mut self, direction: Direction, record: &Record) -> io::Result<()>;
 
     /// Events of the logged mm-link stage at index `stage` of `direction`'s pipeline.
