@@ -159,11 +159,7 @@ impl ExperimentPlan {
                 );
             }
             if self.simulate {
-                if let Err(why) = s.simulated() {
-                    bail!(
-                        "scheme {scheme} cannot run in simulated time: {why} (docs/simulation.md)"
-                    );
-                }
+                s.check_simulated()?;
                 if w != Workload::Bulk {
                     bail!(
                         "workload `{w}` of {scheme}: simulated runs are full throttle only (the \

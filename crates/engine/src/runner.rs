@@ -390,15 +390,7 @@ fn drive_run(
     progress: &dyn Fn(f64),
 ) -> anyhow::Result<()> {
     let plan = run.plan;
-    let delays: Vec<FlowDelay> = (1..)
-        .zip(run.flows)
-        .filter(|(_, f)| !f.delay.is_zero())
-        .map(|(i, f)| FlowDelay {
-            udp_port: tunnel_port(i),
-            delay_ns: f.delay.as_nanos() as u64,
-        })
-        .collect();
-    let path = &path.with_flow_delays(&delays);
+    let path = &with_flow_delays(path, run.flows);
     let (host, emu) = start_emulator(plan, path, run.name, run.run_id, run.tag, res)?;
     let mut namespaces = Vec::new();
     for flow in 1..=run.flows.len() {
@@ -464,6 +456,20 @@ fn start_emulator(
         .context("start the emulator")?,
     );
     Ok((host, emu))
+}
+
+/// `path` with each of `flows`' extra one-way delay (a mix's `+DELAY`) on that flow's packets,
+/// found by its tunnel port ([`tunnel_port`]): what a real and a simulated run both emulate.
+pub fn with_flow_delays(path: &EmulatedPath, flows: &[RunFlow]) -> EmulatedPath {
+    let delays: Vec<FlowDelay> = (1..)
+        .zip(flows)
+        .filter(|(_, f)| !f.delay.is_zero())
+        .map(|(i, f)| FlowDelay {
+            udp_port: tunnel_port(i),
+            delay_ns: f.delay.as_nanos() as u64,
+        })
+        .collect();
+    path.with_flow_delays(&delays)
 }
 
 /// Pantheon's `--uplink-log`/`--downlink-log` of mm-link for run `run_id` of `scheme` in

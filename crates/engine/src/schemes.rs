@@ -250,6 +250,17 @@ impl Scheme {
         }))
     }
 
+    /// [`Scheme::simulated`], its refusal as the error every command gives: `<name> cannot run
+    /// in simulated time: <why> (docs/simulation.md)`.
+    pub fn check_simulated(&self) -> anyhow::Result<sim::quic::Controller> {
+        self.simulated().map_err(|why| {
+            anyhow::anyhow!(
+                "{} cannot run in simulated time: {why} (docs/simulation.md)",
+                self.name
+            )
+        })
+    }
+
     /// Whether its programs run workload `kind` (`bulk` always).
     pub fn runs_workload(&self, kind: &str) -> bool {
         kind == "bulk"

@@ -14,13 +14,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use emucal::mm::EmulatedPath;
-use emucal::stage::FlowDelay;
 use sim::logs::{FileSink, SIM_EPOCH_NS};
 use sim::run::{simulate, FlowSpec, SimConfig, SimOutcome};
 
 use crate::plan::ExperimentPlan;
 use crate::record::{RunRecord, INTERRUPTED};
-use crate::runner::{link_log_paths, log_path};
+use crate::runner::{link_log_paths, log_path, with_flow_delays};
 use crate::sequence::RunFlow;
 
 /// Simulates `flows` as run `run_id` of `name` over `path`: logs in `plan.data_dir` under the
@@ -58,27 +57,14 @@ fn run(
     let setup = ns(plan.first_side_setup);
     let mut specs = Vec::new();
     for f in flows {
-        let controller = f.scheme.simulated().map_err(|why| {
-            anyhow::anyhow!("{} cannot run in simulated time: {why}", f.scheme.name)
-        })?;
         specs.push(FlowSpec {
-            controller,
+            controller: f.scheme.check_simulated()?,
             start_ns: setup + ns(f.start),
             stop_ns: f.stop.map(|s| setup + ns(s)),
         });
     }
-    let delays: Vec<FlowDelay> = (1..)
-        .zip(flows)
-        .filter(|(_, f)| !f.delay.is_zero())
-        .map(|(i, f)| FlowDelay {
-            udp_port: sim::frame::tunnel_port(i),
-            delay_ns: ns(f.delay),
-        })
-        .collect();
     let (up_log, down_log) = link_log_paths(dir, name, run_id);
-    let path = path
-        .with_flow_delays(&delays)
-        .with_link_logs(up_log, down_log);
+    let path = with_flow_delays(path, flows).with_link_logs(up_log, down_log);
     let n = u16::try_from(flows.len()).context("too many flows")?;
     let mut sink = FileSink::create(&path, n, &|direction, kind, flow| {
         log_path(dir, name, direction.as_str(), run_id, flow, kind.as_str())

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
+use anyhow::Context;
 use clap::Args;
 use engine::runner::INTERRUPTED;
 use engine::schemes::{Registry, SystemInfo};
@@ -116,12 +117,10 @@ pub(crate) fn exec(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     }
     if a.simulate {
         for name in &schemes {
-            if let Err(why) = registry.get(name)?.simulated() {
-                anyhow::bail!(
-                    "--simulate: scheme {name} cannot run in simulated time: {why} \
-                     (docs/simulation.md)"
-                );
-            }
+            registry
+                .get(name)?
+                .check_simulated()
+                .context("--simulate")?;
         }
     } else {
         engine::clean::before_creating_namespaces("pantheon calibrate")?;
