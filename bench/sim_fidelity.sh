@@ -5,6 +5,9 @@
 #
 #   bash bench/sim_fidelity.sh [RUNS=10] [SECS=20]     (root, for the real-time side)
 #   SIMFID_SCHEMES="quic quic_newreno quic_bbr" (default)   SIMFID_EMULATORS="10inf 10bdp …"
+#   SIMFID_HOST_LATENCY=measured: the simulated side's --host-latency (default ideal); its
+#   runs go to EMULATOR-sim-LATENCY/ (ideal: EMULATOR-sim/), beside the same real-time runs,
+#   so that one real-time side serves every host model.
 #
 # The emulators (both directions alike unless said):
 #   10inf    10 Mbit/s, mm-delay 28, Mahimahi's infinite queues;
@@ -25,6 +28,8 @@ RUNS=${1:-10}
 SECS=${2:-20}
 SCHEMES=${SIMFID_SCHEMES:-quic quic_newreno quic_bbr}
 EMULATORS=${SIMFID_EMULATORS:-10inf 10bdp 10loss mexico 100bdp}
+HOST=${SIMFID_HOST_LATENCY:-ideal}
+SIMTAG=sim$([ "$HOST" = ideal ] || echo "-$HOST")
 cd "$(dirname "$0")/.."
 source scripts/setup.sh   # root check, cargo, CARGO_TARGET_DIR, $PANTHEON
 need_packages python3-scipy
@@ -57,19 +62,20 @@ set_path() {
 for emu in $EMULATORS; do
   set_path "$emu"
   for mode in local sim; do
-    dir="$OUT/$emu-$mode"
+    dir="$OUT/$emu-$mode" extra=()
+    if [ $mode = sim ]; then dir="$OUT/$emu-$SIMTAG" extra=(--host-latency "$HOST"); fi
     [ -f "$dir/pantheon_perf.json" ] && continue
     echo ">> $emu: pantheon run $mode ($RUNS × $SECS s per scheme)" >&2
     "$PANTHEON" run "$mode" --schemes "$SCHEMES" --run-times "$RUNS" -t "$SECS" --seed 1 \
-      --data-dir "$dir" --overwrite "${ARGS[@]}" >"$dir.log" 2>&1 ||
+      --data-dir "$dir" --overwrite "${ARGS[@]}" "${extra[@]}" >"$dir.log" 2>&1 ||
       echo "   (some run failed: $dir.log)" >&2
   done
 done
 
-/usr/bin/python3 - "$OUT" "$SCHEMES" "$EMULATORS" "$RUNS" "$SECS" <<'PY'
+/usr/bin/python3 - "$OUT" "$SCHEMES" "$EMULATORS" "$RUNS" "$SECS" "$SIMTAG" "$HOST" <<'PY'
 import json, re, statistics, sys
 from scipy.stats import ks_2samp
-out, schemes, emulators, runs, secs = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4], sys.argv[5]
+out, schemes, emulators, runs, secs, simtag, host = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
 
 def values(emu, mode, scheme):
     perf = json.load(open(f"{out}/{emu}-{mode}/pantheon_perf.json"))
@@ -81,18 +87,18 @@ def values(emu, mode, scheme):
     return t, d
 
 def cost(emu):
-    runs = json.load(open(f"{out}/{emu}-sim/pantheon_runs.json"))
+    runs = json.load(open(f"{out}/{emu}-{simtag}/pantheon_runs.json"))
     r = [float(m.group(1)) for rec in runs for n in rec.get("notes", [])
          for m in [re.search(r"([0-9.]+) real s per simulated s", n)] if m]
     return statistics.median(r) if r else float("nan")
 
-print(f"{runs} runs × {secs} s per scheme and side; seed 1; mean ± sd; diff and spread in % of the real mean\n")
+print(f"{runs} runs × {secs} s per scheme and side; seed 1; simulated hosts {host}; mean ± sd; diff and spread in % of the real mean\n")
 print("| emulator | scheme | stat | real | simulated | diff % | spread % | KS p | verdict |")
 print("|---|---|---|---|---|---|---|---|---|")
 bad = 0
 for emu in emulators:
     for s in schemes:
-        (rt, rd), (st, sd) = values(emu, "local", s), values(emu, "sim", s)
+        (rt, rd), (st, sd) = values(emu, "local", s), values(emu, simtag, s)
         for stat, r, m, unit in (("tput", rt, st, "Mbit/s"), ("p95 delay", rd, sd, "ms")):
             if len(r) < 2 or len(m) < 2:
                 print(f"| {emu} | {s} | {stat} | {len(r)} runs | {len(m)} runs | | | | too few runs |"); bad += 1; continue

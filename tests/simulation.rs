@@ -186,8 +186,65 @@ fn what_cannot_be_simulated_is_refused_before_anything_runs() {
                 with(&["--schemes", "quic", "--prepend-mm-cmds", "mm-meter"]),
                 "mm-meter",
             ),
+            (
+                with(&["--schemes", "quic", "--host-latency", "fast"]),
+                "expected ideal, measured or MIN+MEAN",
+            ),
         ],
     );
+}
+
+#[test]
+fn measured_host_latency_makes_runs_differ_over_a_fixed_path_and_is_recorded() {
+    let dir = temp("host");
+    let t = trace(&dir.0, 12);
+    let run = |name: &str, seed: &str| -> PathBuf {
+        let data = dir.0.join(name);
+        pantheon(&[
+            "run",
+            "sim",
+            "--schemes",
+            "quic",
+            "--uplink-trace",
+            &t,
+            "--downlink-trace",
+            &t,
+            "--prepend-mm-cmds",
+            "mm-delay 10",
+            "--runtime",
+            "3",
+            "--run-times",
+            "2",
+            "--seed",
+            seed,
+            "--host-latency",
+            "measured",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ]);
+        data
+    };
+    let (a, b) = (run("a", "1"), run("b", "2"));
+    let (la, lb) = (logs(&a), logs(&b));
+    // What the sender sends when (its packets leave a full queue on the trace's grid alike).
+    let data = |n: u32| format!("quic_datalink_run{n}_flow1.egress.ptlog");
+    // The hosts' draws follow the run's number: run 2 differs from run 1 over a path without
+    // randomness, and another seed changes nothing there.
+    assert!(
+        la[&data(1)] != la[&data(2)],
+        "two runs drew the same host latencies"
+    );
+    assert!(
+        la == lb,
+        "a seed changed the logs of a path without randomness"
+    );
+    let meta = read_json(&a.join("pantheon_metadata.json"));
+    assert_eq!(meta["host_latency"], "measured");
+    // One-way delays are no longer whole milliseconds of the path: the uplink's packets are
+    // sent 45 µs or more after the ACK that let them go.
+    let perf = read_json(&a.join("pantheon_perf.json"));
+    let delay = perf["quic"]["1"]["all"]["delay"].as_f64().unwrap();
+    assert!(delay >= 10.0, "p95 one-way delay {delay} ms");
 }
 
 #[test]

@@ -292,6 +292,10 @@ pub struct Metadata {
     /// clock, logs whose clock starts at the Unix epoch (ours).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub simulated: bool,
+    /// Simulated runs: the hosts' latency between the path and the QUIC endpoints (`run sim
+    /// --host-latency`: `ideal`, `measured` or `MIN+MEAN` µs; ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_latency: Option<String>,
 
     // Remote runs.
     /// `--sender`: the node that ran the senders.

@@ -57,6 +57,9 @@ pub struct ExperimentPlan {
     /// `pantheon run sim`: every run is simulated on a virtual clock ([`crate::simulate`])
     /// instead of run in real time through namespaces, tunnels and the emulator.
     pub simulate: bool,
+    /// Simulated runs only: the hosts' latency between the path and the QUIC endpoints
+    /// (`--host-latency`; default ideal, none).
+    pub host_latency: sim::run::HostLatency,
 }
 
 impl Default for ExperimentPlan {
@@ -80,6 +83,7 @@ impl Default for ExperimentPlan {
             mix: None,
             workload: None,
             simulate: false,
+            host_latency: sim::run::HostLatency::NONE,
         }
     }
 }
@@ -254,6 +258,7 @@ impl ExperimentPlan {
             drain_timeout: Some(self.drain_timeout.as_secs_f64()),
             scheme_versions: self.scheme_versions(registry),
             simulated: self.simulate,
+            host_latency: self.simulate.then(|| self.host_latency.to_string()),
             ..self.common_metadata()
         };
         if let Some(f) = flags {

@@ -76,6 +76,8 @@ fn run(
         end_ns: setup + ns(plan.runtime),
         drain_ns: ns(plan.drain_timeout),
         max_udp_payload: sim::quic::MAX_UDP_PAYLOAD,
+        host: plan.host_latency,
+        host_seed: u64::from(run_id),
     };
     let runtime = plan.runtime.as_secs_f64();
     let started = Instant::now();

@@ -30,6 +30,8 @@
 //!     end_ns: 200_000_000, // 0.2 s
 //!     drain_ns: 1_000_000_000,
 //!     max_udp_payload: MAX_UDP_PAYLOAD,
+//!     host: HostLatency::MEASURED,
+//!     host_seed: 1,
 //! };
 //! let mut sink = MemorySink::default();
 //! let outcome = simulate(&config, &mut sink, &mut |_| true).unwrap();

@@ -28,6 +28,8 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use std::collections::VecDeque;
+
 use bytes::{Buf, BytesMut};
 use emucal::mm::{EmulatedPath, LinkDirection};
 use emucal::stage::{AnyStage, LinkEvent, Pipeline};
@@ -35,6 +37,8 @@ use quinn_proto::{
     ClientConfig, Connection, ConnectionHandle, DatagramEvent, Dir, EcnCodepoint, Endpoint,
     EndpointConfig, Event, ServerConfig, StreamEvent, StreamId,
 };
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use tunnel::log::{Direction, Kind, Record};
 
 use crate::frame;
@@ -68,6 +72,106 @@ pub struct SimConfig<'a> {
     pub drain_ns: u64,
     /// Largest UDP payload of the QUIC datagrams, bytes ([`quic::MAX_UDP_PAYLOAD`]).
     pub max_udp_payload: u16,
+    /// How long a packet out of the path takes to reach its QUIC endpoint, the hosts' part of
+    /// a real run ([`HostLatency`]).
+    pub host: HostLatency,
+    /// The seed of the host latency's draws, with the flow's number mixed in. The engine gives
+    /// the run's number: runs differ as real ones do, even over a path without randomness,
+    /// while another `seed` still changes only the path's draws.
+    pub host_seed: u64,
+}
+
+/// The time a packet takes from the tunnel endpoint that logs it out of the path to the QUIC
+/// endpoint that handles it, with what that endpoint sends in return: in a real run, the
+/// tunnel's write to its TUN device, the kernel's UDP delivery, the program's wake-up and its
+/// reply's way back to the tunnel, tens to hundreds of µs that vary from packet to packet.
+/// Drawn per packet as `min + Exp(mean_extra)` and kept in order per flow and side (a socket
+/// does not reorder). `NONE` (zero): ideal hosts, every reply at the instant of its cause.
+///
+/// [`HostLatency::MEASURED`] is this machine's: in real runs of quic, quic_newreno and
+/// quic_bbr at 10 Mbit/s (bench/sim_fidelity.sh's logs), the time from a packet's ingress
+/// record to the next egress record it caused (an ACK at the server, data at the client) had a
+/// minimum near 45 µs, a median of 70–90 µs, p90 130–150 µs and p99 200–260 µs; 45 µs plus an
+/// exponential of mean 35 µs gives 69, 126 and 206 µs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostLatency {
+    /// The least latency, ns.
+    pub min_ns: u64,
+    /// The mean of the exponential part added to it, ns (0: constant).
+    pub mean_extra_ns: u64,
+}
+
+impl HostLatency {
+    /// Ideal hosts: no latency.
+    pub const NONE: HostLatency = HostLatency {
+        min_ns: 0,
+        mean_extra_ns: 0,
+    };
+    /// This machine's, measured (type docs): 45 µs + Exp(35 µs).
+    pub const MEASURED: HostLatency = HostLatency {
+        min_ns: 45_000,
+        mean_extra_ns: 35_000,
+    };
+
+    /// One draw, ns, from a uniform `u` in [0, 1).
+    fn draw(self, u: f64) -> u64 {
+        let extra = -(self.mean_extra_ns as f64) * (1.0 - u).ln();
+        self.min_ns + extra as u64
+    }
+}
+
+impl Default for HostLatency {
+    /// [`HostLatency::NONE`]: see docs/simulation.md for why ideal hosts are the default.
+    fn default() -> HostLatency {
+        HostLatency::NONE
+    }
+}
+
+impl std::str::FromStr for HostLatency {
+    type Err = String;
+
+    /// `ideal` ([`HostLatency::NONE`]), `measured` ([`HostLatency::MEASURED`]) or `MIN+MEAN`
+    /// in µs (`45+35`; `MIN` alone: constant). Errors name what was expected.
+    fn from_str(s: &str) -> Result<HostLatency, String> {
+        let us = |v: &str| -> Result<u64, String> {
+            let x: f64 = v.trim().parse().map_err(|_| {
+                format!("host latency `{s}`: expected ideal, measured or MIN+MEAN in µs (45+35)")
+            })?;
+            if !(0.0..=1e6).contains(&x) {
+                return Err(format!(
+                    "host latency `{s}`: {x} µs is not within 0–1 000 000"
+                ));
+            }
+            Ok((x * 1e3).round() as u64)
+        };
+        match s.trim() {
+            "ideal" => Ok(HostLatency::NONE),
+            "measured" => Ok(HostLatency::MEASURED),
+            t => {
+                let (min, mean) = t.split_once('+').unwrap_or((t, "0"));
+                Ok(HostLatency {
+                    min_ns: us(min)?,
+                    mean_extra_ns: us(mean)?,
+                })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for HostLatency {
+    /// As parsed: `ideal`, `measured` or `MIN+MEAN` in µs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            HostLatency::NONE => f.write_str("ideal"),
+            HostLatency::MEASURED => f.write_str("measured"),
+            h => write!(
+                f,
+                "{}+{}",
+                h.min_ns as f64 / 1e3,
+                h.mean_extra_ns as f64 / 1e3
+            ),
+        }
+    }
 }
 
 /// Where a simulated run's logs go: the tunnel endpoints' packet records and the mm-link
@@ -148,10 +252,20 @@ struct Side {
     peer: SocketAddr,
     /// The next UID its tunnel endpoint gives a packet it sends (from 0, as the tunnel).
     next_uid: u64,
+    /// Packets out of the path on their way to it (host latency): when each arrives, in order.
+    inbox: VecDeque<(u64, Option<EcnCodepoint>, BytesMut)>,
+    /// The host latency's draws for this side.
+    rng: SmallRng,
 }
 
 impl Side {
-    fn new(seed: u64, addr: SocketAddr, peer: SocketAddr, server: Option<ServerConfig>) -> Side {
+    fn new(
+        seed: u64,
+        host_seed: u64,
+        addr: SocketAddr,
+        peer: SocketAddr,
+        server: Option<ServerConfig>,
+    ) -> Side {
         let endpoint = Endpoint::new(
             std::sync::Arc::new(EndpointConfig::default()),
             server.map(std::sync::Arc::new),
@@ -164,7 +278,29 @@ impl Side {
             addr,
             peer,
             next_uid: 0,
+            inbox: VecDeque::new(),
+            rng: SmallRng::seed_from_u64(host_seed),
         }
+    }
+
+    /// A packet out of the path at `now`, due at its QUIC endpoint after the host's latency
+    /// (never before the packet ahead of it).
+    fn hold(&mut self, host: HostLatency, now: u64, ecn: Option<EcnCodepoint>, data: BytesMut) {
+        let u: f64 = if host.mean_extra_ns > 0 {
+            self.rng.random()
+        } else {
+            0.0
+        };
+        let mut due = now + host.draw(u);
+        if let Some(&(last, _, _)) = self.inbox.back() {
+            due = due.max(last);
+        }
+        self.inbox.push_back((due, ecn, data));
+    }
+
+    /// When the next held packet reaches the endpoint, ns.
+    fn next_due(&self) -> Option<u64> {
+        self.inbox.front().map(|p| p.0)
     }
 
     /// A datagram from the peer: to the connection, or accepted as a new one (a server's
@@ -323,6 +459,8 @@ impl Flow {
         self.stopped = true;
         self.client.conn = None;
         self.server.conn = None;
+        self.client.inbox.clear();
+        self.server.inbox.clear();
     }
 
     fn side(&mut self, client: bool) -> &mut Side {
@@ -384,12 +522,14 @@ pub fn simulate(
         // QUIC's own random choices (connection IDs, packet-number skips, greasing) follow the
         // flow's number, not the run's seed: another seed changes the path's draws alone.
         let flow_seed = QUIC_SEED ^ (u64::from(id) << 48);
+        let host_seed = config.host_seed ^ (u64::from(id) << 48);
         flows.push(Flow {
             id,
             spec: *spec,
-            client: Side::new(flow_seed ^ 1, client, server, None),
+            client: Side::new(flow_seed ^ 1, host_seed ^ 1, client, server, None),
             server: Side::new(
                 flow_seed ^ 2,
+                host_seed ^ 2,
                 server,
                 client,
                 Some(quic::server_config(
@@ -470,12 +610,22 @@ pub fn simulate(
                 // The QUIC datagram, without copying: the packet's buffer past the headers.
                 let mut quic = BytesMut::from(bytes::Bytes::from(pkt));
                 quic.advance(frame::HEADERS);
-                if let Some(answer) = f.side(to_client).receive(at(now), ecn, quic) {
-                    // An endpoint's own answer (stateless reset, version negotiation) goes back.
-                    send(&mut path, f, !to_client, now, &answer, 0, sink, &mut out)?;
-                }
+                f.side(to_client).hold(config.host, now, ecn, quic);
             }
             log_links(&mut path, d, direction, sink)?;
+        }
+        // Packets through the hosts, to their QUIC endpoints.
+        for f in flows.iter_mut().filter(|f| f.started && !f.stopped) {
+            for to_client in [false, true] {
+                while let Some((_, ecn, quic)) =
+                    f.side(to_client).inbox.pop_front_if(|p| p.0 <= now)
+                {
+                    if let Some(answer) = f.side(to_client).receive(at(now), ecn, quic) {
+                        // An endpoint's own answer (stateless reset, version negotiation).
+                        send(&mut path, f, !to_client, now, &answer, 0, sink, &mut out)?;
+                    }
+                }
+            }
         }
         // 3.–5. Timers, applications, transmissions.
         for f in flows.iter_mut().filter(|f| f.started && !f.stopped) {
@@ -526,6 +676,8 @@ pub fn simulate(
                 consider(f.spec.stop_ns);
                 consider(f.client.timeout().map(since));
                 consider(f.server.timeout().map(since));
+                consider(f.client.next_due());
+                consider(f.server.next_due());
             }
         }
         consider(Some(if sending { config.end_ns } else { hard_end }));
@@ -656,6 +808,8 @@ mod tests {
             end_ns: secs * 1_000_000_000,
             drain_ns: 5_000_000_000,
             max_udp_payload: quic::MAX_UDP_PAYLOAD,
+            host: HostLatency::MEASURED,
+            host_seed: 1,
         }
     }
 
@@ -749,6 +903,72 @@ mod tests {
         let (_, f1) = run(&config(&fixed, Controller::Cubic, 1, 2));
         let (_, f2) = run(&config(&fixed, Controller::Cubic, 2, 2));
         assert!(f1 == f2, "a seed changed a path without randomness");
+        // The hosts' latency draws follow their own seed (the run's number): runs differ.
+        let mut other_run = config(&fixed, Controller::Cubic, 1, 2);
+        other_run.host_seed = 2;
+        let (_, f3) = run(&other_run);
+        assert!(f1 != f3, "another run drew the same host latencies");
+    }
+
+    #[test]
+    fn host_latency_parses_and_prints() {
+        for (text, h) in [
+            ("ideal", HostLatency::NONE),
+            ("measured", HostLatency::MEASURED),
+            (
+                "60+12.5",
+                HostLatency {
+                    min_ns: 60_000,
+                    mean_extra_ns: 12_500,
+                },
+            ),
+        ] {
+            assert_eq!(text.parse::<HostLatency>().unwrap(), h);
+            assert_eq!(h.to_string(), text);
+        }
+        assert_eq!("45".parse::<HostLatency>().unwrap().mean_extra_ns, 0);
+        let e = "fast".parse::<HostLatency>().unwrap_err();
+        assert!(e.contains("expected ideal, measured or MIN+MEAN"), "{e}");
+        assert!("-3".parse::<HostLatency>().is_err());
+    }
+
+    #[test]
+    fn host_latency_delays_replies_in_order() {
+        let traces = Traces::new("host");
+        let path = traces.path("mm-delay 10", "");
+        // The turnaround at the server: an ACK's egress after the latest data ingress before it.
+        let turnarounds = |host: HostLatency| -> Vec<u64> {
+            let mut c = config(&path, Controller::Cubic, 1, 2);
+            c.host = host;
+            let (_, sink) = run(&c);
+            let mut last_in = None;
+            let mut out = Vec::new();
+            for (d, r) in &sink.packets {
+                match (d, r.kind) {
+                    (Direction::Datalink, Kind::Ingress) => last_in = Some(r.t_ns),
+                    (Direction::Acklink, Kind::Egress) => {
+                        if let Some(t) = last_in {
+                            out.push(r.t_ns - t);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            out.sort_unstable();
+            out
+        };
+        let ideal = turnarounds(HostLatency::NONE);
+        assert_eq!(ideal[ideal.len() / 2], 0, "ideal hosts reply at once");
+        let fixed = turnarounds(HostLatency {
+            min_ns: 50_000,
+            mean_extra_ns: 0,
+        });
+        assert!(fixed.len() > 100 && fixed.iter().all(|&t| t >= 50_000));
+        let measured = turnarounds(HostLatency::MEASURED);
+        let median = measured[measured.len() / 2];
+        // 45 µs + Exp(35 µs): median 45 + 35·ln 2 ≈ 69 µs.
+        assert!((55_000..90_000).contains(&median), "median {median} ns");
+        assert!(measured[0] >= 45_000);
     }
 
     #[test]

@@ -164,7 +164,7 @@ fn point(dir: &Path, id: u32) -> anyhow::Result<ExitCode> {
         let argv = std::iter::once("pantheon-run-local".to_owned()).chain(args.iter().cloned());
         let result = PointRun::try_parse_from(argv)
             .map_err(anyhow::Error::from)
-            .and_then(|a| super::run::run_emulated(a.local, simulate));
+            .and_then(|a| super::run::run_emulated(a.local, simulate.then(Default::default)));
         match result {
             Ok(code) if code == ExitCode::SUCCESS => Outcome {
                 status: 0,
