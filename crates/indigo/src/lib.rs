@@ -1,0 +1,22 @@
+//! Indigo: a congestion controller learned from calibrated emulators by imitation (the
+//! Pantheon paper's §6, "Indigo: extracting an algorithm from data").
+//!
+//! Every 10 ms Indigo reads a state vector — EWMAs of the queueing delay, the sending rate and
+//! the delivery rate, the congestion window, the previous action ([`state`]) — and a policy, a
+//! one-layer LSTM of 32 units with a softmax over five actions on the window (÷2, −10, +0,
+//! +10, ×2 packets; [`policy`]), picks one. The policy is trained by imitation: an oracle that
+//! knows each training emulator's ideal window (the bandwidth-delay product per flow on a
+//! constant link) labels every state the policy visits with the action that brings the window
+//! nearest to it, and DAgger (roll out, label, aggregate, train, repeat) makes the policy
+//! imitate it on the states its own decisions lead to ([`train`]).
+//!
+//! - [`state`]: the state vector from a connection's events, the actions, the oracle's choice.
+//! - [`policy`]: the network (candle), its model files (safetensors).
+//! - [`train`]: supervised training on labelled episodes, accuracy.
+//! - [`controller`]: the quinn-proto congestion controller that runs it, in real time (the
+//!   `indigo` scheme) and in simulated time (training rollouts).
+
+pub mod controller;
+pub mod policy;
+pub mod state;
+pub mod train;
