@@ -42,6 +42,7 @@ fn only_the_testbed_crate_depends_on_grpc_sqlite_web_and_ssh() {
         "pantheon-engine",
         "pantheon-workload",
         "pantheon-sim",
+        "pantheon-indigo",
         "pantheon-analyzer",
         "pantheon-emucal",
         "pantheon-tunnel",
@@ -75,6 +76,21 @@ fn the_workload_program_leaves_the_analysis_out() {
         assert!(
             !deps.iter().any(|d| d == heavy),
             "pantheon-scheme-tcp depends on {heavy}"
+        );
+    }
+}
+
+#[test]
+fn the_ml_crate_stays_in_the_learned_controller_crate() {
+    // Indigo's candle is its own crate's: the simulator it trains on, the emulator and the
+    // tunnel build without it.
+    let indigo = dependencies("pantheon-indigo");
+    assert!(indigo.iter().any(|d| d == "candle-core"), "{indigo:?}");
+    for package in ["pantheon-sim", "pantheon-emucal", "pantheon-tunnel"] {
+        let deps = dependencies(package);
+        assert!(
+            !deps.iter().any(|d| d.starts_with("candle")),
+            "{package} depends on candle"
         );
     }
 }

@@ -133,6 +133,13 @@ impl Trace {
         Ok(Trace { opportunities_ms })
     }
 
+    /// Writes the constant-rate trace of `mbps` ([`Trace::constant_rate`]) to `path`. Errors
+    /// name the rate or the file.
+    pub fn write_constant(path: &Path, mbps: f64) -> Result<(), String> {
+        let t = Trace::constant_rate(mbps)?;
+        std::fs::write(path, t.to_text()).map_err(|e| format!("write {}: {e}", path.display()))
+    }
+
     /// A Poisson trace of `mbps` Mbit/s mean (> 0) lasting about `duration_ms` (> 0): the
     /// opportunities of a Poisson process of rate `mbps`/12 per ms (1500-byte packets), each
     /// at the whole ms it falls in, as Pantheon's `*mbps-poisson` cellular traces. The trace

@@ -460,6 +460,5 @@ pub use analyzer::results::write_json;
 
 /// Writes a constant-rate trace of `mbps` Mbit/s to `path`; errors name the file.
 pub fn write_constant_trace(path: &Path, mbps: f64) -> anyhow::Result<()> {
-    let t = Trace::constant_rate(mbps).map_err(anyhow::Error::msg)?;
-    std::fs::write(path, t.to_text()).with_context(|| format!("write {}", path.display()))
+    Trace::write_constant(path, mbps).map_err(anyhow::Error::msg)
 }

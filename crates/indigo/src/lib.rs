@@ -15,8 +15,15 @@
 //! - [`train`]: supervised training on labelled episodes, accuracy.
 //! - [`controller`]: the quinn-proto congestion controller that runs it, in real time (the
 //!   `indigo` scheme) and in simulated time (training rollouts).
+//! - [`rollout`]: a flow of Indigo over a training emulator in simulated time; the oracle's
+//!   ideal window per emulator.
+//! - [`set`]: the training set (the paper's 24 synthetic emulators, presets, calibrated files).
+//! - [`dagger`]: the training loop, resumable from its directory.
 
 pub mod controller;
+pub mod dagger;
 pub mod policy;
+pub mod rollout;
+pub mod set;
 pub mod state;
 pub mod train;

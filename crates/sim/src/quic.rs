@@ -18,6 +18,10 @@ use std::time::Duration;
 use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
 use quinn_proto::{TransportConfig, VarInt};
 
+/// A factory of a flow's congestion controller, as quinn-proto's transport settings take it:
+/// one of [`Controller`]'s or any other (`indigo`'s learned controller).
+pub type Factory = Arc<dyn ControllerFactory + Send + Sync>;
+
 /// A congestion controller of quinn-proto.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Controller {
@@ -47,7 +51,7 @@ impl Controller {
     }
 
     /// quinn-proto's factory of this controller, with its default configuration.
-    pub fn factory(self) -> Arc<dyn ControllerFactory + Send + Sync> {
+    pub fn factory(self) -> Factory {
         match self {
             Controller::Cubic => Arc::new(CubicConfig::default()),
             Controller::NewReno => Arc::new(NewRenoConfig::default()),
@@ -64,14 +68,14 @@ pub const MAX_UDP_PAYLOAD: u16 = 1436;
 /// path has a 25 MB BDP), so that the congestion controller alone sets the rate.
 pub const WINDOW: u32 = 64 << 20;
 
-/// The transport settings of every quic scheme: `controller`; QUIC's UDP payload fixed at
+/// The transport settings of every quic scheme: the congestion controller `cc`; QUIC's UDP payload fixed at
 /// `max_udp_payload` bytes (at least 1200, QUIC's minimum) with path-MTU discovery off, so no
 /// datagram is larger than the tunnel carries; flow control out of the way ([`WINDOW`]); idle
 /// timeout 120 s with keep-alives every 5 s; up to 100 000 concurrent bidirectional streams
 /// (a Poisson workload may have many transfers in flight).
-pub fn transport_config(controller: Controller, max_udp_payload: u16) -> TransportConfig {
+pub fn transport_config(cc: Factory, max_udp_payload: u16) -> TransportConfig {
     let mut t = TransportConfig::default();
-    t.congestion_controller_factory(controller.factory())
+    t.congestion_controller_factory(cc)
         .initial_mtu(max_udp_payload)
         .min_mtu(1200.min(max_udp_payload))
         .mtu_discovery_config(None)
@@ -111,7 +115,7 @@ fn config_error(e: impl std::fmt::Display) -> ConfigError {
 /// The server side: a self-signed certificate for [`SERVER_NAME`] on the fixed Ed25519 key,
 /// TLS 1.3, and [`transport_config`].
 pub fn server_config(
-    controller: Controller,
+    cc: Factory,
     max_udp_payload: u16,
 ) -> Result<quinn_proto::ServerConfig, ConfigError> {
     let der = rustls::pki_types::PrivateKeyDer::Pkcs8(server_key_der().into());
@@ -128,14 +132,14 @@ pub fn server_config(
     let crypto =
         quinn_proto::crypto::rustls::QuicServerConfig::try_from(crypto).map_err(config_error)?;
     let mut config = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(Arc::new(transport_config(controller, max_udp_payload)));
+    config.transport_config(Arc::new(transport_config(cc, max_udp_payload)));
     Ok(config)
 }
 
 /// The client side: TLS 1.3 accepting any server certificate (a traffic generator for
 /// congestion control, not a secure channel), and [`transport_config`].
 pub fn client_config(
-    controller: Controller,
+    cc: Factory,
     max_udp_payload: u16,
 ) -> Result<quinn_proto::ClientConfig, ConfigError> {
     let crypto = rustls::ClientConfig::builder_with_provider(provider())
@@ -147,7 +151,7 @@ pub fn client_config(
     let crypto =
         quinn_proto::crypto::rustls::QuicClientConfig::try_from(crypto).map_err(config_error)?;
     let mut config = quinn_proto::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(Arc::new(transport_config(controller, max_udp_payload)));
+    config.transport_config(Arc::new(transport_config(cc, max_udp_payload)));
     Ok(config)
 }
 
@@ -211,7 +215,7 @@ mod tests {
 
     #[test]
     fn both_sides_configure() {
-        server_config(Controller::Cubic, MAX_UDP_PAYLOAD).unwrap();
-        client_config(Controller::Bbr, MAX_UDP_PAYLOAD).unwrap();
+        server_config(Controller::Cubic.factory(), MAX_UDP_PAYLOAD).unwrap();
+        client_config(Controller::Bbr.factory(), MAX_UDP_PAYLOAD).unwrap();
     }
 }

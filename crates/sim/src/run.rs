@@ -42,17 +42,27 @@ use rand::{Rng, SeedableRng};
 use tunnel::log::{Direction, Kind, Record};
 
 use crate::frame;
-use crate::quic::{self, Controller};
+use crate::quic;
 
 /// One flow of a simulated run.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Clone)]
 pub struct FlowSpec {
-    /// Its congestion controller.
-    pub controller: Controller,
+    /// Its congestion controller's factory (both ends': [`quic::Controller::factory`] for quinn's
+    /// own, or any other quinn-proto controller).
+    pub cc: quic::Factory,
     /// When its client connects, ns after the emulator's start (a real run's "second side").
     pub start_ns: u64,
     /// When both its ends stop, ns after the emulator's start; `None`: at the end of the run.
     pub stop_ns: Option<u64>,
+}
+
+impl std::fmt::Debug for FlowSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowSpec")
+            .field("start_ns", &self.start_ns)
+            .field("stop_ns", &self.stop_ns)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A simulated run.
@@ -525,7 +535,7 @@ pub fn simulate(
         let host_seed = config.host_seed ^ (u64::from(id) << 48);
         flows.push(Flow {
             id,
-            spec: *spec,
+            spec: spec.clone(),
             client: Side::new(flow_seed ^ 1, host_seed ^ 1, client, server, None),
             server: Side::new(
                 flow_seed ^ 2,
@@ -533,11 +543,11 @@ pub fn simulate(
                 server,
                 client,
                 Some(quic::server_config(
-                    spec.controller,
+                    spec.cc.clone(),
                     config.max_udp_payload,
                 )?),
             ),
-            client_config: quic::client_config(spec.controller, config.max_udp_payload)?,
+            client_config: quic::client_config(spec.cc.clone(), config.max_udp_payload)?,
             started: false,
             stopped: false,
             stream: None,
@@ -774,6 +784,7 @@ fn log_links(
 mod tests {
     use super::*;
     use crate::logs::MemorySink;
+    use crate::quic::Controller;
 
     /// A directory with Pantheon's 12 Mbit/s trace (one 1500-byte opportunity per ms).
     struct Traces(std::path::PathBuf);
@@ -800,7 +811,7 @@ mod tests {
         SimConfig {
             path,
             flows: vec![FlowSpec {
-                controller,
+                cc: controller.factory(),
                 start_ns: 0,
                 stop_ns: None,
             }],
@@ -978,12 +989,12 @@ mod tests {
         let mut c = config(&path, Controller::Cubic, 1, 4);
         c.flows = vec![
             FlowSpec {
-                controller: Controller::Cubic,
+                cc: Controller::Cubic.factory(),
                 start_ns: 0,
                 stop_ns: Some(2_000_000_000),
             },
             FlowSpec {
-                controller: Controller::Bbr,
+                cc: Controller::Bbr.factory(),
                 start_ns: 1_000_000_000,
                 stop_ns: None,
             },

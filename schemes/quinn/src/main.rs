@@ -87,7 +87,7 @@ async fn main() -> Result<()> {
 }
 
 async fn receive(cli: &Cli, port: u16) -> Result<()> {
-    let config = server_config(cli.cc.into(), cli.max_udp_payload)?;
+    let config = server_config(Controller::from(cli.cc).factory(), cli.max_udp_payload)?;
     let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
     let endpoint = Endpoint::server(config, addr).with_context(|| format!("binding {addr}"))?;
     eprintln!("pantheon-quinn: receiver listening on {addr}");
@@ -139,7 +139,7 @@ async fn drain(incoming: quinn::Incoming) -> Result<()> {
 }
 
 async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
-    let config = client_config(cli.cc.into(), cli.max_udp_payload)?;
+    let config = client_config(Controller::from(cli.cc).factory(), cli.max_udp_payload)?;
     let mut endpoint = Endpoint::client(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))?;
     endpoint.set_default_client_config(config);
     // The receiver may still be starting: retry the handshake for a while, as Pantheon's

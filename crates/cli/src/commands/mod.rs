@@ -27,6 +27,7 @@ pub(crate) mod status;
 pub(crate) mod submit;
 pub(crate) mod sweep;
 pub(crate) mod trace;
+pub(crate) mod train;
 
 #[derive(Subcommand)]
 pub(crate) enum Command {
@@ -112,6 +113,12 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: trace::TraceAction,
     },
+    /// Train a learned congestion controller in simulated time (Indigo, the Pantheon paper's
+    /// §6). See docs/indigo.md.
+    Train {
+        #[command(subcommand)]
+        what: train::TrainWhat,
+    },
     /// The emulator library: Pantheon's six calibrated emulators and pathological ones
     /// (policers, ACK aggregation, shallow buffers), for `--emulator NAME`.
     Emulators(emulators::EmulatorsArgs),
@@ -159,6 +166,7 @@ pub(crate) fn exec(command: Command) -> anyhow::Result<ExitCode> {
         Command::Schemes { action } => schemes::exec(action),
         Command::Shell(args) => shell::exec(args),
         Command::Trace { action } => trace::exec(action),
+        Command::Train { what } => train::exec(what),
         Command::Emulators(args) => emulators::exec(args),
         Command::LinkLog(args) => link_log::exec(args),
         Command::Clean(args) => clean::exec(args),
