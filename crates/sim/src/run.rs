@@ -3,14 +3,15 @@
 //! Time is a `u64` of nanoseconds since the emulator started, as in the real-time emulator
 //! (`emucal::runtime`), and nothing but the loop moves it: it jumps to the earliest of the next
 //! packet out of a stage of either direction, the next timer of a connection (loss detection,
-//! pacing, delayed ACKs, keep-alives), the next flow start or stop and the end of the run. At
-//! each instant, in this order:
+//! pacing, delayed ACKs, keep-alives), the next packet through a host, the next flow start or
+//! stop and the end of the run. At each instant, in this order:
 //!
 //! 1. flows due to start connect (their client opens the QUIC connection, as the sender does
 //!    once the receiver listens); flows due to stop are ended (their packets in flight are
 //!    still logged when they leave the path, as by the tunnel of a real run);
 //! 2. both directions advance; every packet that left the path is logged as the receiving
-//!    tunnel endpoint logs it (ingress) and handed to its QUIC endpoint;
+//!    tunnel endpoint logs it (ingress) and handed to its QUIC endpoint after the hosts'
+//!    latency ([`HostLatency`]; none by default: at once);
 //! 3. expired connection timers fire;
 //! 4. the applications act: the client opens one unidirectional stream once connected and keeps
 //!    it full (bulk, full throttle), the server accepts it and reads everything (unordered, as
