@@ -100,7 +100,8 @@ impl ControllerFactory for IndigoFactory {
 }
 
 /// The controller's logic, sans-IO: times in ns since the connection's start, the window in
-/// packets. The controller quinn-proto is given (`Indigo`, built by [`IndigoFactory`]) is a thin face of it.
+/// packets. The controller quinn-proto is given (`Indigo`, built by [`IndigoFactory`]) is a
+/// thin face of it.
 #[derive(Clone)]
 pub struct Core {
     observer: Observer,
