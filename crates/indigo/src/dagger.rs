@@ -17,10 +17,12 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::policy::{argmax, Policy, PolicyError};
+use crate::policy::{Policy, PolicyError};
 use crate::rollout::{rollout, Rollout, TrainingEmulator};
 use crate::state::{Action, ACTIONS, FEATURES};
-use crate::train::{accuracy, train, EpochStats, Sample, TrainConfig};
+use crate::train::{
+    accuracy, agreement_with_labels, predict, train, EpochStats, Sample, TrainConfig,
+};
 
 /// How to train.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -226,8 +228,8 @@ impl Trainer {
         let rollouts = self.rollouts(emulators, iteration, beta, progress)?;
         let episodes: Vec<Vec<Sample>> = rollouts.iter().map(samples).collect();
         let new_samples: usize = episodes.iter().map(Vec::len).sum();
-        let accuracy_before = accuracy(&self.policy, &episodes)?.unwrap_or(0.0);
-        let before = actions(&self.policy, &episodes)?;
+        let before = predict(&self.policy, &episodes)?;
+        let accuracy_before = agreement_with_labels(&before, &episodes).unwrap_or(0.0);
         self.dataset.extend(episodes.iter().cloned());
         let train_config = TrainConfig {
             seed: self.config.seed ^ ((iteration as u64) << 32),
@@ -236,8 +238,13 @@ impl Trainer {
         let last = train(&self.policy, &self.dataset, &train_config, &mut |e| {
             progress(Progress::Epoch(e))
         })?;
-        let after = actions(&self.policy, &episodes)?;
-        let same = before.iter().zip(&after).filter(|(a, b)| a == b).count();
+        let after = predict(&self.policy, &episodes)?;
+        let same = before
+            .iter()
+            .flatten()
+            .zip(after.iter().flatten())
+            .filter(|(a, b)| a == b)
+            .count();
         let n = rollouts.len().max(1) as f64;
         let report = IterationReport {
             iteration,
@@ -247,7 +254,7 @@ impl Trainer {
             accuracy_before,
             accuracy_after: accuracy(&self.policy, &self.dataset)?.unwrap_or(0.0),
             loss: last.loss,
-            agreement: same as f64 / before.len().max(1) as f64,
+            agreement: same as f64 / new_samples.max(1) as f64,
             mean_tput_mbps: rollouts.iter().map(|r| r.meter.tput_mbps()).sum::<f64>() / n,
             mean_p95_delay_ms: rollouts
                 .iter()
@@ -339,20 +346,6 @@ fn samples(r: &Rollout) -> Vec<Sample> {
             })
         })
         .collect()
-}
-
-/// The policy's action at every sample, episodes in order (its state carried per episode).
-fn actions(policy: &Policy, episodes: &[Vec<Sample>]) -> Result<Vec<Action>, PolicyError> {
-    let mut out = Vec::new();
-    for e in episodes {
-        let mut state = policy.zero_state(1)?;
-        for s in e {
-            let (p, next) = policy.step(&s.features, &state)?;
-            out.push(argmax(&p));
-            state = next;
-        }
-    }
-    Ok(out)
 }
 
 /// `dataset.bin`: per episode, its length (u32 LE), then per sample its [`FEATURES`] f32s (LE)

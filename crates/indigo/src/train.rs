@@ -146,34 +146,53 @@ fn batch(
     ))
 }
 
-/// The share of decisions (0–1) where the policy, run over each episode as at run time,
-/// picks the oracle's action; `None` without decisions.
-pub fn accuracy(policy: &Policy, episodes: &[Vec<Sample>]) -> Result<Option<f64>, PolicyError> {
-    let (mut right, mut all) = (0usize, 0usize);
-    for e in episodes.iter().filter(|e| !e.is_empty()) {
+/// The policy's action at every decision of each episode, run as at run time (its LSTM state
+/// carried from the episode's first decision, the whole episode in one pass).
+pub fn predict(policy: &Policy, episodes: &[Vec<Sample>]) -> Result<Vec<Vec<Action>>, PolicyError> {
+    let err = |source| PolicyError::Candle {
+        context: "the policy over an episode".into(),
+        source,
+    };
+    let mut out = Vec::with_capacity(episodes.len());
+    for e in episodes {
+        if e.is_empty() {
+            out.push(Vec::new());
+            continue;
+        }
         let flat: Vec<f32> = e.iter().flat_map(|s| s.features).collect();
-        let xs =
-            Tensor::from_vec(flat, (1, e.len(), FEATURES), &Device::Cpu).map_err(|source| {
-                PolicyError::Candle {
-                    context: "accuracy: an episode".into(),
-                    source,
-                }
-            })?;
+        let xs = Tensor::from_vec(flat, (1, e.len(), FEATURES), &Device::Cpu).map_err(err)?;
         let (logits, _) = policy.logits(&xs, &policy.zero_state(1)?)?;
-        let rows = logits
-            .to_vec2::<f32>()
-            .map_err(|source| PolicyError::Candle {
-                context: "accuracy: the logits".into(),
-                source,
-            })?;
-        for (row, s) in rows.iter().zip(e) {
-            let mut p = [0f32; ACTIONS];
-            p.copy_from_slice(row);
-            right += usize::from(argmax(&p) == s.label);
+        let rows = logits.to_vec2::<f32>().map_err(err)?;
+        out.push(
+            rows.iter()
+                .map(|row| {
+                    let mut p = [0f32; ACTIONS];
+                    p.copy_from_slice(row);
+                    argmax(&p)
+                })
+                .collect(),
+        );
+    }
+    Ok(out)
+}
+
+/// The share of decisions (0–1) where `actions` ([`predict`]'s) are the oracle's labels of
+/// `episodes`; `None` without decisions.
+pub fn agreement_with_labels(actions: &[Vec<Action>], episodes: &[Vec<Sample>]) -> Option<f64> {
+    let (mut right, mut all) = (0usize, 0usize);
+    for (a, e) in actions.iter().zip(episodes) {
+        for (a, s) in a.iter().zip(e) {
+            right += usize::from(*a == s.label);
             all += 1;
         }
     }
-    Ok((all > 0).then(|| right as f64 / all as f64))
+    (all > 0).then(|| right as f64 / all as f64)
+}
+
+/// The share of decisions (0–1) where the policy, run over each episode as at run time,
+/// picks the oracle's action; `None` without decisions.
+pub fn accuracy(policy: &Policy, episodes: &[Vec<Sample>]) -> Result<Option<f64>, PolicyError> {
+    Ok(agreement_with_labels(&predict(policy, episodes)?, episodes))
 }
 
 #[cfg(test)]

@@ -68,11 +68,11 @@ pub const MAX_UDP_PAYLOAD: u16 = 1436;
 /// path has a 25 MB BDP), so that the congestion controller alone sets the rate.
 pub const WINDOW: u32 = 64 << 20;
 
-/// The transport settings of every quic scheme: the congestion controller `cc`; QUIC's UDP payload fixed at
-/// `max_udp_payload` bytes (at least 1200, QUIC's minimum) with path-MTU discovery off, so no
-/// datagram is larger than the tunnel carries; flow control out of the way ([`WINDOW`]); idle
-/// timeout 120 s with keep-alives every 5 s; up to 100 000 concurrent bidirectional streams
-/// (a Poisson workload may have many transfers in flight).
+/// The transport settings of every quic scheme: the congestion controller `cc`; QUIC's UDP
+/// payload fixed at `max_udp_payload` bytes (at least 1200, QUIC's minimum) with path-MTU
+/// discovery off, so no datagram is larger than the tunnel carries; flow control out of the way
+/// ([`WINDOW`]); idle timeout 120 s with keep-alives every 5 s; up to 100 000 concurrent
+/// bidirectional streams (a Poisson workload may have many transfers in flight).
 pub fn transport_config(cc: Factory, max_udp_payload: u16) -> TransportConfig {
     let mut t = TransportConfig::default();
     t.congestion_controller_factory(cc)
