@@ -17,8 +17,9 @@ const TRACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces/10mbps.tr
 const NIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../nix");
 const SCHEMES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemes");
 
-/// The schemes issue 6 requires to run on this machine (TCP Vegas is absent from this kernel).
-const MUST_RUN: [&str; 11] = [
+/// The schemes issue 6 requires to run on this machine (TCP Vegas is absent from this kernel),
+/// and Indigo with its committed models (issue 31).
+const MUST_RUN: [&str; 13] = [
     "cubic",
     "bbr",
     "reno",
@@ -30,6 +31,8 @@ const MUST_RUN: [&str; 11] = [
     "copa",
     "ledbat",
     "webrtc",
+    "indigo",
+    "indigo_nocalib",
 ];
 
 #[test]

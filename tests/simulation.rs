@@ -8,20 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{pantheon_status, read_json, refused_before_anything_runs, Dir};
-
-fn temp(what: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!("pantheon-sim-{what}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Dir(d)
-}
-
-fn pantheon(args: &[&str]) -> String {
-    let (code, out) = pantheon_status(args);
-    assert_eq!(code, 0, "pantheon {args:?} failed:\n{out}");
-    out
-}
+use common::{pantheon, pantheon_status, read_json, refused_before_anything_runs, temp};
 
 /// A constant `mbps` trace in `dir`; its path.
 fn trace(dir: &Path, mbps: u32) -> String {
@@ -91,7 +78,7 @@ fn logs(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 #[test]
 fn a_seed_gives_the_same_logs_byte_for_byte_and_another_changes_only_the_draws() {
-    let dir = temp("det");
+    let dir = temp("sim-det");
     let lossy = "mm-delay 10 mm-loss uplink 0.01";
     let a = sim(&dir.0, "a", "quic quic_bbr", 12, lossy, 3);
     let b = sim(&dir.0, "b", "quic quic_bbr", 12, lossy, 3);
@@ -149,7 +136,7 @@ fn a_seed_gives_the_same_logs_byte_for_byte_and_another_changes_only_the_draws()
 
 #[test]
 fn what_cannot_be_simulated_is_refused_before_anything_runs() {
-    let dir = temp("refuse");
+    let dir = temp("sim-refuse");
     let t = trace(&dir.0, 12);
     let data = dir.0.join("data");
     let path = ["--uplink-trace", &t, "--downlink-trace", &t];
@@ -196,7 +183,7 @@ fn what_cannot_be_simulated_is_refused_before_anything_runs() {
 
 #[test]
 fn measured_host_latency_makes_runs_differ_over_a_fixed_path_and_is_recorded() {
-    let dir = temp("host");
+    let dir = temp("sim-host");
     let t = trace(&dir.0, 12);
     let run = |name: &str, seed: &str| -> PathBuf {
         let data = dir.0.join(name);
@@ -249,7 +236,7 @@ fn measured_host_latency_makes_runs_differ_over_a_fixed_path_and_is_recorded() {
 
 #[test]
 fn calibration_in_simulated_time_recovers_a_hidden_emulator() {
-    let dir = temp("calib");
+    let dir = temp("sim-calib");
     let d = |n: &str| dir.0.join(n).display().to_string();
     // The hidden emulator: 24 Mbit/s, 30 ms one way, a 60-packet uplink DropTail.
     let t = trace(&dir.0, 24);
@@ -319,7 +306,7 @@ fn calibration_in_simulated_time_recovers_a_hidden_emulator() {
 
 #[test]
 fn a_sweep_runs_in_simulated_time() {
-    let dir = temp("sweep");
+    let dir = temp("sim-sweep");
     let file = dir.0.join("s.toml");
     std::fs::write(
         &file,

@@ -2,7 +2,7 @@
 //! SIGKILL, then run to the end: finished points are never run again, and neither stop leaves
 //! a namespace or a process behind. Needs root and iperf3 (CI installs it).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -148,6 +148,22 @@ impl Drop for Dir {
     }
 }
 
+/// A fresh directory `pantheon-<what>-<pid>` in the system's temporary directory, removed on
+/// drop.
+pub fn temp(what: &str) -> Dir {
+    let d = std::env::temp_dir().join(format!("pantheon-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    Dir(d)
+}
+
+/// `pantheon args…` (this build's), which must succeed: its output.
+pub fn pantheon(args: &[&str]) -> String {
+    let (code, out) = pantheon_status(args);
+    assert_eq!(code, 0, "pantheon {args:?} failed:\n{out}");
+    out
+}
+
 /// `pantheon args…` (this build's): its exit status and output.
 pub fn pantheon_status(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))

@@ -101,6 +101,8 @@ pub fn color_rgb(name: &str) -> RGBColor {
         "olive" => RGBColor(128, 128, 0),
         "violet" => RGBColor(238, 130, 238),
         "indigo" => RGBColor(75, 0, 130),
+        "mediumpurple" => RGBColor(147, 112, 219),
+        "slateblue" => RGBColor(106, 90, 205),
         "purple" => RGBColor(128, 0, 128),
         _ => RGBColor(128, 128, 128),
     }

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -208,18 +209,59 @@ pub struct Scheme {
     pub sender: SideCommand,
 }
 
-/// A scheme's `[simulation]` table: `controller = "cubic"` (a quinn-proto congestion
-/// controller: `cubic`, `newreno`, `bbr`) for a scheme simulated as that controller, or
-/// `why_not = "…"` for one that cannot be, in words the refusal shows.
+/// A scheme's `[simulation]` table: `controller = "cubic"` (a controller of quinn-proto:
+/// `cubic`, `newreno`, `bbr`; or Indigo, the learned one: `indigo`, `indigo_nocalib`) for a
+/// scheme simulated as that controller, or `why_not = "…"` for one that cannot be, in words the
+/// refusal shows.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Simulation {
-    /// The quinn-proto controller the scheme's program runs (`pantheon-quinn --cc`).
+    /// The controller the scheme's program runs (`pantheon-quinn --cc`).
     #[serde(default)]
     pub controller: Option<String>,
+    /// With `controller = "indigo"`: a model file to run instead of the committed one
+    /// (`pantheon train indigo`'s `model.safetensors`; `{tools}` is replaced).
+    #[serde(default)]
+    pub model: Option<String>,
     /// Why the scheme cannot be simulated.
     #[serde(default)]
     pub why_not: Option<String>,
+}
+
+/// The names `[simulation] controller` takes.
+pub const SIMULATED_CONTROLLERS: &str = "cubic, newreno, bbr, indigo, indigo_nocalib";
+
+/// What a scheme runs as in simulated time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Simulated {
+    /// One of quinn-proto's controllers.
+    Quinn(sim::quic::Controller),
+    /// Indigo (docs/indigo.md): a committed model, or the model file `model`.
+    Indigo {
+        /// The committed model (and the scheme's name for it).
+        trained: indigo::models::Trained,
+        /// A model file run instead.
+        model: Option<PathBuf>,
+    },
+}
+
+impl Simulated {
+    /// The controller named `name` ([`SIMULATED_CONTROLLERS`]); `None` for any other name.
+    pub fn from_name(name: &str, model: Option<PathBuf>) -> Option<Simulated> {
+        if let Some(c) = sim::quic::Controller::from_name(name) {
+            return Some(Simulated::Quinn(c));
+        }
+        indigo::models::Trained::from_name(name).map(|trained| Simulated::Indigo { trained, model })
+    }
+
+    /// quinn-proto's factory of it (Indigo: its model loaded; errors name a model file that
+    /// cannot be).
+    pub fn factory(&self) -> anyhow::Result<sim::quic::Factory> {
+        Ok(match self {
+            Simulated::Quinn(c) => c.factory(),
+            Simulated::Indigo { trained, model } => Arc::new(trained.factory(model.as_deref())?),
+        })
+    }
 }
 
 impl Side {
@@ -233,26 +275,32 @@ impl Side {
 }
 
 impl Scheme {
-    /// The quinn-proto controller it is simulated as, or why it cannot be simulated (its
-    /// descriptor's `[simulation] why_not`, else: its congestion control runs in a program of
-    /// its own, on the operating system's clock).
-    pub fn simulated(&self) -> Result<sim::quic::Controller, String> {
+    /// The controller it is simulated as, or why it cannot be simulated (its descriptor's
+    /// `[simulation] why_not`, else: its congestion control runs in a program of its own, on
+    /// the operating system's clock).
+    pub fn simulated(&self) -> Result<Simulated, String> {
         let s = self.simulation.as_ref();
         if let Some(c) = s.and_then(|s| s.controller.as_deref()) {
-            return sim::quic::Controller::from_name(c)
+            let model = s
+                .and_then(|s| s.model.as_deref())
+                .map(|m| PathBuf::from(m.replace("{tools}", &tools_dir().display().to_string())));
+            if model.is_some() && !c.starts_with("indigo") {
+                return Err(format!("simulation.model is for Indigo, not `{c}`"));
+            }
+            return Simulated::from_name(c, model)
                 .ok_or_else(|| format!("unknown simulation.controller `{c}`"));
         }
         Err(s.and_then(|s| s.why_not.clone()).unwrap_or_else(|| {
             "its congestion control runs in a program of its own, on the operating system's \
-             clock; only schemes built on quinn-proto (quic, quic_newreno, quic_bbr) run in \
-             simulated time"
+             clock; only schemes built on quinn-proto (quic, quic_newreno, quic_bbr, indigo) \
+             run in simulated time"
                 .into()
         }))
     }
 
     /// [`Scheme::simulated`], its refusal as the error every command gives: `<name> cannot run
     /// in simulated time: <why> (docs/simulation.md)`.
-    pub fn check_simulated(&self) -> anyhow::Result<sim::quic::Controller> {
+    pub fn check_simulated(&self) -> anyhow::Result<Simulated> {
         self.simulated().map_err(|why| {
             anyhow::anyhow!(
                 "{} cannot run in simulated time: {why} (docs/simulation.md)",
@@ -619,7 +667,7 @@ impl Registry {
                     return Err(RegistryError::Descriptor {
                         file: file.to_owned(),
                         message: format!(
-                            "simulation: {message} (known controllers: cubic, newreno, bbr)"
+                            "simulation: {message} (known controllers: {SIMULATED_CONTROLLERS})"
                         ),
                     });
                 }

@@ -58,7 +58,7 @@ fn run(
     let mut specs = Vec::new();
     for f in flows {
         specs.push(FlowSpec {
-            cc: f.scheme.check_simulated()?.factory(),
+            cc: f.scheme.check_simulated()?.factory()?,
             start_ns: setup + ns(f.start),
             stop_ns: f.stop.map(|s| setup + ns(s)),
         });

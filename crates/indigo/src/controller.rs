@@ -11,13 +11,12 @@ use std::any::Any;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use candle_nn::rnn::LSTMState;
 use quinn_proto::congestion::{Controller, ControllerFactory};
 use quinn_proto::RttEstimator;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::policy::{argmax, Policy};
+use crate::policy::{argmax, Frozen, Memory};
 use crate::state::{Action, Observer, State};
 
 /// Time between two decisions (Indigo's 10 ms).
@@ -56,7 +55,7 @@ pub struct Decision {
 pub type Recorder = Arc<Mutex<Vec<Vec<Decision>>>>;
 
 /// The oracle during training: the ideal window, and how often to follow it instead of the
-/// policy (DAgger's β: 1 on the first iteration, the policy alone later).
+/// policy (DAgger's β: 1 on the first iteration, then ½, ¼, …: [`crate::dagger::beta`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Teacher {
     /// The ideal window, packets.
@@ -70,8 +69,9 @@ pub struct Teacher {
 /// Builds Indigo controllers for quinn-proto's `TransportConfig::congestion_controller_factory`.
 #[derive(Debug, Clone)]
 pub struct IndigoFactory {
-    /// The policy; `None`: the teacher decides alone (it must then be given).
-    pub policy: Option<Arc<Policy>>,
+    /// The policy ([`crate::policy::Policy::freeze`]); `None`: the teacher decides alone (it
+    /// must then be given).
+    pub policy: Option<Arc<Frozen>>,
     /// The oracle, for training rollouts.
     pub teacher: Option<Teacher>,
     /// Where decisions are recorded, for training rollouts.
@@ -80,7 +80,7 @@ pub struct IndigoFactory {
 
 impl IndigoFactory {
     /// The scheme's factory: the policy decides, nothing is recorded.
-    pub fn new(policy: Arc<Policy>) -> IndigoFactory {
+    pub fn new(policy: Arc<Frozen>) -> IndigoFactory {
         IndigoFactory {
             policy: Some(policy),
             teacher: None,
@@ -110,7 +110,7 @@ pub struct Core {
     next_decision_ns: u64,
     previous: Action,
     /// The LSTM's state between decisions.
-    lstm: Option<LSTMState>,
+    memory: Memory,
     rng: SmallRng,
     /// This connection's list in the recorder.
     slot: Option<usize>,
@@ -129,7 +129,6 @@ impl std::fmt::Debug for Core {
 impl Core {
     /// A connection's controller, from its factory (a new list in its recorder, if any).
     pub fn new(factory: Arc<IndigoFactory>) -> Core {
-        let lstm = factory.policy.as_ref().and_then(|p| p.zero_state(1).ok());
         let slot = factory.recorder.as_ref().map(|r| {
             let mut all = r.lock().expect("the recorder's lock");
             all.push(Vec::new());
@@ -140,7 +139,7 @@ impl Core {
             cwnd: INITIAL_CWND,
             next_decision_ns: DECISION_INTERVAL.as_nanos() as u64,
             previous: Action::Keep,
-            lstm,
+            memory: Memory::default(),
             rng: SmallRng::seed_from_u64(factory.teacher.map_or(0, |t| t.seed)),
             slot,
             factory,
@@ -178,11 +177,8 @@ impl Core {
             .map(|t| Action::toward(self.cwnd, t.ideal_cwnd));
         let mut taken = Action::Keep;
         // The policy decides (and its state moves on) at every decision, followed or not.
-        if let (Some(policy), Some(lstm)) = (&self.factory.policy, &self.lstm) {
-            if let Ok((probs, next)) = policy.step(&state.features(), lstm) {
-                taken = argmax(&probs);
-                self.lstm = Some(next);
-            }
+        if let Some(policy) = &self.factory.policy {
+            taken = argmax(&policy.step(&state.features(), &mut self.memory));
         }
         if let (Some(t), Some(o)) = (self.factory.teacher, oracle) {
             if self.factory.policy.is_none() || self.rng.random::<f64>() < t.beta {
@@ -317,8 +313,9 @@ mod tests {
             recorder: Some(recorder.clone()),
         };
         let c = drive(factory, 500);
-        // 10 → 20 (+10 and ×2 tie: the gentler) → 40 → 80 → 90 → 100, then kept.
-        assert_eq!(c.cwnd(), 100.0);
+        // 10 → 20 (+10 and ×2 tie: the gentler) → 40 → 80 → 90 → 100 → 110, then kept (the
+        // band is 110–130).
+        assert_eq!(c.cwnd(), 110.0);
         let all = recorder.lock().unwrap();
         assert_eq!(all.len(), 1);
         let d = &all[0];
@@ -326,7 +323,7 @@ mod tests {
         assert!((47..=49).contains(&d.len()), "{} decisions", d.len());
         let taken: Vec<Action> = d.iter().map(|x| x.taken).take(6).collect();
         use Action::*;
-        assert_eq!(taken, [Plus10, Double, Double, Plus10, Plus10, Keep]);
+        assert_eq!(taken, [Plus10, Double, Double, Plus10, Plus10, Plus10]);
         assert!(d.iter().all(|x| x.oracle == Some(x.taken)));
         assert_eq!(d[3].state.cwnd, 80.0);
         assert_eq!(d[3].state.previous, Double);
@@ -335,7 +332,7 @@ mod tests {
 
     #[test]
     fn a_policy_decides_alone_and_its_window_stays_in_bounds() {
-        let policy = Arc::new(Policy::new(5).unwrap());
+        let policy = Arc::new(crate::policy::Policy::new(5).unwrap().freeze().unwrap());
         let c = drive(IndigoFactory::new(policy), 300);
         let w = c.cwnd();
         assert!(

@@ -2,13 +2,13 @@
 //! Pantheon paper's §6, "Indigo: extracting an algorithm from data").
 //!
 //! Every 10 ms Indigo reads a state vector — EWMAs of the queueing delay, the sending rate and
-//! the delivery rate, the congestion window, the previous action ([`state`]) — and a policy, a
-//! one-layer LSTM of 32 units with a softmax over five actions on the window (÷2, −10, +0,
-//! +10, ×2 packets; [`policy`]), picks one. The policy is trained by imitation: an oracle that
-//! knows each training emulator's ideal window (the bandwidth-delay product per flow on a
-//! constant link) labels every state the policy visits with the action that brings the window
-//! nearest to it, and DAgger (roll out, label, aggregate, train, repeat) makes the policy
-//! imitate it on the states its own decisions lead to ([`train`]).
+//! the delivery rate, the congestion window, the minimum RTT, the previous action ([`state`]) —
+//! and a policy, a one-layer LSTM of 32 units with a softmax over five actions on the window
+//! (÷2, −10, +0, +10, ×2 packets; [`policy`]), picks one. The policy is trained by imitation:
+//! an oracle that knows each training emulator's ideal window (the bandwidth-delay product per
+//! flow on a constant link) labels every state the policy visits with the action that brings
+//! the window nearest to a band just above it, and DAgger (roll out, label, aggregate, train,
+//! repeat) makes the policy imitate it on the states its own decisions lead to ([`train`]).
 //!
 //! - [`state`]: the state vector from a connection's events, the actions, the oracle's choice.
 //! - [`policy`]: the network (candle), its model files (safetensors).
@@ -19,9 +19,12 @@
 //!   ideal window per emulator.
 //! - [`set`]: the training set (the paper's 24 synthetic emulators, presets, calibrated files).
 //! - [`dagger`]: the training loop, resumable from its directory.
+//! - [`models`]: the models trained here and committed, which the `indigo` and
+//!   `indigo_nocalib` schemes run.
 
 pub mod controller;
 pub mod dagger;
+pub mod models;
 pub mod policy;
 pub mod rollout;
 pub mod set;

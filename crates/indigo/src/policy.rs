@@ -2,17 +2,18 @@
 //! layer and a softmax over the five [`Action`]s — the paper's network (§6: "a single-layer
 //! LSTM with 32 hidden units"), in candle (`candle-core`, `candle-nn`).
 //!
-//! A model file is safetensors: the LSTM's `lstm.weight_ih_l0` (128 × 9), `lstm.weight_hh_l0`
+//! A model file is safetensors: the LSTM's `lstm.weight_ih_l0` (128 × 10), `lstm.weight_hh_l0`
 //! (128 × 32), `lstm.bias_ih_l0`, `lstm.bias_hh_l0` (128), the head's `head.weight` (5 × 32)
 //! and `head.bias` (5), f32 — PyTorch's names for an `nn.LSTM` and an `nn.Linear`, so a model
 //! can be inspected there too.
 //!
 //! At decision time the LSTM's state is carried from one decision to the next, as Indigo's
-//! sender does; training ([`crate::train`]) unrolls it over whole episodes the same way.
+//! sender does, by a [`Frozen`] copy of the weights (plain arrays, no tensors); training
+//! ([`crate::train`]) unrolls it over whole episodes the same way, in candle.
 
 use std::path::Path;
 
-use candle::{DType, Device, IndexOp, Module, Tensor};
+use candle::{DType, Device, Module, Tensor};
 use candle_nn::rnn::{LSTMConfig, LSTMState, LSTM, RNN};
 use candle_nn::{Linear, VarBuilder, VarMap};
 use rand::rngs::SmallRng;
@@ -92,12 +93,34 @@ impl Policy {
     }
 
     /// The model in `path` (safetensors, the names of the module docs). Errors name the file:
-    /// not safetensors, or a tensor missing or of another shape.
+    /// unreadable, not safetensors, or a tensor missing or of another shape.
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let mut p = Policy::new(0)?;
-        ctx(p.vars.load(path), || {
-            format!("load the Indigo model {}", path.display())
+        let what = || format!("the Indigo model {}", path.display());
+        let bytes = std::fs::read(path).map_err(|e| PolicyError::Candle {
+            context: format!("read {}", what()),
+            source: e.into(),
         })?;
+        Policy::from_bytes(&bytes, &what())
+    }
+
+    /// The model in `bytes` (a safetensors file's contents); `what` names it in errors (a
+    /// tensor missing or of another shape, not safetensors).
+    pub fn from_bytes(bytes: &[u8], what: &str) -> Result<Policy, PolicyError> {
+        let p = Policy::new(0)?;
+        let tensors = ctx(
+            candle::safetensors::load_buffer(bytes, &Device::Cpu),
+            || format!("load {what}"),
+        )?;
+        {
+            let vars = p.vars.data().lock().expect("the variables' lock");
+            for (name, var) in vars.iter() {
+                let t = tensors.get(name).ok_or_else(|| PolicyError::Candle {
+                    context: format!("load {what}"),
+                    source: candle::Error::Msg(format!("no tensor `{name}`")),
+                })?;
+                ctx(var.set(t), || format!("load {what}: tensor `{name}`"))?;
+            }
+        }
         Ok(p)
     }
 
@@ -120,27 +143,27 @@ impl Policy {
         })
     }
 
-    /// One decision: the action probabilities (softmax, in [`Action::ALL`]'s order) for
-    /// `features`, and the LSTM's next state.
-    pub fn step(
-        &self,
-        features: &[f32; FEATURES],
-        state: &LSTMState,
-    ) -> Result<([f32; ACTIONS], LSTMState), PolicyError> {
-        ctx(
-            (|| {
-                let x = Tensor::from_slice(features, (1, FEATURES), &Device::Cpu)?;
-                let next = self.lstm.step(&x, state)?;
-                let logits = self.head.forward(&next.h)?;
-                let probs = candle_nn::ops::softmax_last_dim(&logits)?
-                    .i(0)?
-                    .to_vec1::<f32>()?;
-                let mut p = [0f32; ACTIONS];
-                p.copy_from_slice(&probs);
-                Ok((p, next))
-            })(),
-            || "a decision of the policy".into(),
-        )
+    /// The network's weights copied out for decisions ([`Frozen`]).
+    pub fn freeze(&self) -> Result<Frozen, PolicyError> {
+        let data = self.vars.data().lock().expect("the variables' lock");
+        let get = |name: &str| -> Result<Vec<f32>, PolicyError> {
+            let t = data.get(name).ok_or_else(|| PolicyError::Candle {
+                context: "freeze the policy".into(),
+                source: candle::Error::Msg(format!("no variable `{name}`")),
+            })?;
+            ctx(
+                t.as_tensor().flatten_all().and_then(|t| t.to_vec1()),
+                || format!("freeze the policy: `{name}`"),
+            )
+        };
+        let (b_ih, b_hh) = (get("lstm.bias_ih_l0")?, get("lstm.bias_hh_l0")?);
+        Ok(Frozen {
+            w_ih: get("lstm.weight_ih_l0")?,
+            w_hh: get("lstm.weight_hh_l0")?,
+            bias: b_ih.iter().zip(&b_hh).map(|(a, b)| a + b).collect(),
+            head_w: get("head.weight")?,
+            head_b: get("head.bias")?,
+        })
     }
 
     /// The logits over a batch of sequences: `xs` is `[batch, steps, FEATURES]`, `state` the
@@ -165,6 +188,81 @@ impl Policy {
     }
 }
 
+/// The policy at decision time: its weights as plain arrays and the LSTM step written out
+/// (PyTorch's gate order: input, forget, cell, output), so that a decision is a few thousand
+/// multiply-adds with no allocation: about 20× cheaper than a step through candle's tensors,
+/// and no graph of past steps kept alive (`cargo bench -p pantheon-indigo --bench inference`;
+/// figures in `crates/indigo/models/README.md`). It computes what [`Policy::logits`] computes
+/// (a unit test compares them).
+#[derive(Debug, Clone)]
+pub struct Frozen {
+    /// `[4·HIDDEN][FEATURES]`, row-major.
+    w_ih: Vec<f32>,
+    /// `[4·HIDDEN][HIDDEN]`, row-major.
+    w_hh: Vec<f32>,
+    /// `bias_ih + bias_hh`, `[4·HIDDEN]`.
+    bias: Vec<f32>,
+    /// `[ACTIONS][HIDDEN]`, row-major.
+    head_w: Vec<f32>,
+    /// `[ACTIONS]`.
+    head_b: Vec<f32>,
+}
+
+/// The LSTM's state between two decisions of one flow (zeros before the first).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Memory {
+    /// Hidden state.
+    pub h: [f32; HIDDEN],
+    /// Cell state.
+    pub c: [f32; HIDDEN],
+}
+
+impl Default for Memory {
+    fn default() -> Memory {
+        Memory {
+            h: [0.0; HIDDEN],
+            c: [0.0; HIDDEN],
+        }
+    }
+}
+
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+impl Frozen {
+    /// One decision: the action probabilities (softmax, in [`Action::ALL`]'s order) for
+    /// `features`; `memory` moves on to the next decision's.
+    pub fn step(&self, features: &[f32; FEATURES], memory: &mut Memory) -> [f32; ACTIONS] {
+        let mut gates = [0f32; 4 * HIDDEN];
+        for (g, out) in gates.iter_mut().enumerate() {
+            let wi = &self.w_ih[g * FEATURES..(g + 1) * FEATURES];
+            let wh = &self.w_hh[g * HIDDEN..(g + 1) * HIDDEN];
+            let x: f32 = wi.iter().zip(features).map(|(w, x)| w * x).sum();
+            let h: f32 = wh.iter().zip(&memory.h).map(|(w, h)| w * h).sum();
+            *out = x + h + self.bias[g];
+        }
+        for j in 0..HIDDEN {
+            let i = sigmoid(gates[j]);
+            let f = sigmoid(gates[HIDDEN + j]);
+            let g = gates[2 * HIDDEN + j].tanh();
+            let o = sigmoid(gates[3 * HIDDEN + j]);
+            memory.c[j] = f * memory.c[j] + i * g;
+            memory.h[j] = o * memory.c[j].tanh();
+        }
+        let mut logits = [0f32; ACTIONS];
+        for (a, l) in logits.iter_mut().enumerate() {
+            let w = &self.head_w[a * HIDDEN..(a + 1) * HIDDEN];
+            *l = w.iter().zip(&memory.h).map(|(w, h)| w * h).sum::<f32>() + self.head_b[a];
+        }
+        let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut p = logits.map(|l| (l - top).exp());
+        let sum: f32 = p.iter().sum();
+        p.iter_mut().for_each(|x| *x /= sum);
+        p
+    }
+}
+
 /// The most probable action of `probs`; of equal ones, the first.
 pub fn argmax(probs: &[f32; ACTIONS]) -> Action {
     let mut best = 0;
@@ -186,16 +284,17 @@ mod tests {
         f[1] = 0.5;
         f[2] = (i % 3) as f32 / 3.0;
         f[3] = 0.3;
-        f[4 + i % ACTIONS] = 1.0;
+        f[4] = 0.2;
+        f[5 + i % ACTIONS] = 1.0;
         f
     }
 
     fn actions(p: &Policy, n: usize) -> Vec<(Action, [f32; ACTIONS])> {
-        let mut state = p.zero_state(1).unwrap();
+        let frozen = p.freeze().unwrap();
+        let mut memory = Memory::default();
         (0..n)
             .map(|i| {
-                let (probs, next) = p.step(&features(i), &state).unwrap();
-                state = next;
+                let probs = frozen.step(&features(i), &mut memory);
                 (argmax(&probs), probs)
             })
             .collect()
@@ -226,7 +325,7 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_gives_the_logits_of_steps_taken_one_by_one() {
+    fn the_frozen_policy_step_by_step_gives_what_the_network_gives_over_a_batch() {
         let p = Policy::new(3).unwrap();
         let steps = 12;
         let flat: Vec<f32> = (0..steps).flat_map(features).collect();

@@ -220,6 +220,7 @@ mod tests {
                             delivery_mbps: 10.0,
                             send_mbps: 10.0,
                             cwnd: 50.0,
+                            min_rtt_ms: 40.0,
                             previous,
                         };
                         previous = label;

@@ -5,7 +5,10 @@
 //! `pantheon-quinn receiver PORT` (a QUIC server on `0.0.0.0:PORT`), then the sender as
 //! `pantheon-quinn sender IP PORT` connects, opens one unidirectional stream and writes into it
 //! until it is killed; the receiver reads and discards. `--cc cubic|newreno|bbr` picks quinn's
-//! congestion controller (quinn's BBR is BBRv1 and marked experimental by quinn itself).
+//! congestion controller (quinn's BBR is BBRv1 and marked experimental by quinn itself);
+//! `--cc indigo|indigo-nocalib` the learned controller of the Pantheon paper's §6
+//! (`indigo`, docs/indigo.md) with a model committed in the repository, or with the
+//! model file of `--model PATH` (a `pantheon train indigo` output).
 //!
 //! Packets fit the Pantheon tunnel: QUIC's UDP payload is fixed at `--max-udp-payload` (default
 //! 1436 bytes = the tunnel's 1464-byte IP MTU − 20 bytes IPv4 − 8 bytes UDP) and path-MTU
@@ -35,10 +38,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
+use indigo::models::Trained;
 use pantheon_scheme_wrapper::transfers::{serve, Transport, WorkloadArgs};
 use pantheon_scheme_wrapper::{Recorder, Side};
 use quinn::Endpoint;
-use sim::quic::{client_config, server_config, Controller, SERVER_NAME};
+use sim::quic::{client_config, server_config, Controller, Factory, SERVER_NAME};
 
 /// Command line, in Pantheon's wrapper shape.
 #[derive(Parser)]
@@ -49,9 +53,15 @@ use sim::quic::{client_config, server_config, Controller, SERVER_NAME};
 struct Cli {
     #[command(subcommand)]
     side: Side,
-    /// Congestion controller: quinn's Cubic (its default), NewReno, or BBR (BBRv1).
+    /// Congestion controller: quinn's Cubic (its default), NewReno, or BBR (BBRv1); or Indigo,
+    /// the learned controller (docs/indigo.md), with the model trained on calibrated emulators
+    /// (`indigo`) or on the synthetic ones alone (`indigo-nocalib`).
     #[arg(long, value_enum, default_value = "cubic", global = true)]
     cc: Cc,
+    /// With `--cc indigo`: the model file to run instead of the committed one (safetensors,
+    /// `model.safetensors` of `pantheon train indigo --out DIR`).
+    #[arg(long, global = true)]
+    model: Option<std::path::PathBuf>,
     /// Largest UDP payload QUIC may send, bytes; 1436 fits the tunnel's 1464-byte IP MTU over
     /// IPv4. At least 1200 (QUIC's minimum).
     #[arg(long, default_value_t = 1436, global = true, value_parser = clap::value_parser!(u16).range(1200..))]
@@ -65,14 +75,28 @@ enum Cc {
     Cubic,
     Newreno,
     Bbr,
+    Indigo,
+    IndigoNocalib,
 }
 
-impl From<Cc> for Controller {
-    fn from(c: Cc) -> Controller {
-        match c {
-            Cc::Cubic => Controller::Cubic,
-            Cc::Newreno => Controller::NewReno,
-            Cc::Bbr => Controller::Bbr,
+impl Cli {
+    /// The congestion controller's factory; for Indigo, the model loaded (the error names a
+    /// model file that cannot be).
+    fn factory(&self) -> Result<Factory> {
+        let quinn = |c: Controller| {
+            if self.model.is_some() {
+                anyhow::bail!("--model is for --cc indigo or indigo-nocalib");
+            }
+            Ok(c.factory())
+        };
+        let indigo =
+            |t: Trained| -> Result<Factory> { Ok(Arc::new(t.factory(self.model.as_deref())?)) };
+        match self.cc {
+            Cc::Cubic => quinn(Controller::Cubic),
+            Cc::Newreno => quinn(Controller::NewReno),
+            Cc::Bbr => quinn(Controller::Bbr),
+            Cc::Indigo => indigo(Trained::Indigo),
+            Cc::IndigoNocalib => indigo(Trained::IndigoNocalib),
         }
     }
 }
@@ -87,7 +111,7 @@ async fn main() -> Result<()> {
 }
 
 async fn receive(cli: &Cli, port: u16) -> Result<()> {
-    let config = server_config(Controller::from(cli.cc).factory(), cli.max_udp_payload)?;
+    let config = server_config(cli.factory()?, cli.max_udp_payload)?;
     let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
     let endpoint = Endpoint::server(config, addr).with_context(|| format!("binding {addr}"))?;
     eprintln!("pantheon-quinn: receiver listening on {addr}");
@@ -139,7 +163,7 @@ async fn drain(incoming: quinn::Incoming) -> Result<()> {
 }
 
 async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
-    let config = client_config(Controller::from(cli.cc).factory(), cli.max_udp_payload)?;
+    let config = client_config(cli.factory()?, cli.max_udp_payload)?;
     let mut endpoint = Endpoint::client(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))?;
     endpoint.set_default_client_config(config);
     // The receiver may still be starting: retry the handshake for a while, as Pantheon's

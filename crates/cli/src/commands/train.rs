@@ -12,16 +12,19 @@ use indigo::train::TrainConfig;
 #[derive(Subcommand)]
 pub(crate) enum TrainWhat {
     /// Indigo (the Pantheon paper's §6): an LSTM policy over the state vector (queueing delay,
-    /// sending and delivery rates, window, previous action) that picks one of five actions on
-    /// the window every 10 ms, trained by DAgger to imitate an oracle that knows each
-    /// emulator's ideal window, in simulated time (no root needed).
+    /// sending and delivery rates, window, minimum RTT, previous action) that picks one of five
+    /// actions on the window every 10 ms, trained by DAgger to imitate an oracle that knows
+    /// each emulator's ideal window, in simulated time (no root needed).
     ///
     /// Writes to --out: model.safetensors (the policy: `--model` of the indigo scheme),
-    /// training.jsonl (per iteration: samples, accuracy before and after, loss, agreement with
-    /// the previous policy, the rollouts' mean throughput and delay, wall time), dataset.bin
-    /// (every labelled decision), oracle.json (the oracle's windows of calibrated emulators),
-    /// traces/. Running the same command again resumes after the last finished iteration.
-    /// See docs/indigo.md.
+    /// training.jsonl (per iteration: β, samples, accuracy before and after, loss, agreement
+    /// with the previous policy, the rollouts' mean throughput, delay and utilization, wall
+    /// time), models/ (each iteration's policy), dataset.bin (every labelled decision),
+    /// oracle.json (the oracle's windows of calibrated emulators), traces/, and at the end
+    /// selection.json (every iteration's policy alone over the training emulators, scored; the
+    /// best is model.safetensors, as DAgger prescribes) and evaluation.json (the kept policy
+    /// over each training emulator); both also printed. Running the same command again resumes
+    /// after the last finished iteration. See docs/indigo.md.
     ///
     /// Example: `pantheon train indigo --emulators "synthetic nepal-aws-india" --out
     /// models/indigo`.
@@ -141,10 +144,68 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let last = trainer.reports().last();
     eprintln!(
-        "done: {} iterations, final accuracy {:.1} %; model {}",
+        "trained: {} iterations, final accuracy {:.1} %",
         trainer.reports().len(),
         last.map_or(0.0, |r| 100.0 * r.accuracy_after),
-        a.out.join("model.safetensors").display()
+    );
+    // DAgger's last step: the best iteration's policy, each alone over every training emulator.
+    let bar = ProgressBar::new(1);
+    bar.set_style(
+        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .expect("valid template"),
+    );
+    bar.set_message("validating every iteration's policy alone");
+    let (selection, evaluations) = trainer.select(&set, &mut |k, n| {
+        bar.set_length(n as u64);
+        bar.set_position(k as u64);
+    })?;
+    bar.finish_and_clear();
+    println!("iteration      score   utilization   p95 delay ÷ base");
+    for c in &selection.candidates {
+        println!(
+            "{:>9} {:>10.3} {:>12.0} % {:>18.2}{}",
+            c.iteration,
+            c.score,
+            100.0 * c.mean_utilization,
+            c.mean_delay_ratio,
+            if c.iteration == selection.chosen {
+                "   ← kept"
+            } else {
+                ""
+            }
+        );
+    }
+    eprintln!(
+        "model {}: iteration {}'s policy (selection.json); alone over each training emulator:",
+        a.out.join("model.safetensors").display(),
+        selection.chosen
+    );
+    println!(
+        "{:<28} {:>9} {:>9} {:>6} {:>9} {:>9}",
+        "emulator", "capacity", "tput", "util", "delay", "p95 delay"
+    );
+    for e in &evaluations {
+        println!(
+            "{:<28} {:>9} {:>9.2} {:>6} {:>9.1} {:>9}",
+            e.emulator,
+            e.capacity_mbps.map_or("-".into(), |c| format!("{c:.2}")),
+            e.tput_mbps,
+            e.utilization()
+                .map_or("-".into(), |u| format!("{:.0} %", 100.0 * u)),
+            e.base_delay_ms,
+            e.p95_delay_ms.map_or("-".into(), |d| format!("{d:.1}")),
+        );
+    }
+    let file = a.out.join("evaluation.json");
+    std::fs::write(
+        &file,
+        serde_json::to_string_pretty(&evaluations).expect("evaluations serialise"),
+    )
+    .with_context(|| format!("writing {}", file.display()))?;
+    eprintln!(
+        "({} simulated s each; Mbit/s, ms one-way): {}",
+        a.rollout_secs,
+        file.display()
     );
     Ok(ExitCode::SUCCESS)
 }
