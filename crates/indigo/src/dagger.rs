@@ -148,8 +148,10 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DaggerError + '_ {
     }
 }
 
-/// A training run and its directory: `model.safetensors` (the latest policy), `dataset.bin`
-/// (every labelled decision so far), `training.jsonl` (one [`IterationReport`] per line).
+/// A training run and its directory: `training.jsonl` (one [`IterationReport`] per line),
+/// `models/iteration-NNN.safetensors` (each iteration's policy), `dataset.bin` (every labelled
+/// decision so far), `model.safetensors` (the latest policy; after [`Trainer::select`], the
+/// kept one) and `selection.json`.
 pub struct Trainer {
     dir: PathBuf,
     config: DaggerConfig,
