@@ -190,10 +190,10 @@ impl Policy {
 
 /// The policy at decision time: its weights as plain arrays and the LSTM step written out
 /// (PyTorch's gate order: input, forget, cell, output), so that a decision is a few thousand
-/// multiply-adds with no allocation: about 29× cheaper than a step through candle's tensors (4 µs),
-/// and no graph of past steps kept alive (`cargo bench -p pantheon-indigo --bench inference`;
-/// figures in `crates/indigo/models/README.md`). It computes what [`Policy::logits`] computes
-/// (a unit test compares them).
+/// multiply-adds with no allocation: 4 µs, about 29× less than a step through candle's
+/// tensors, and no graph of past steps kept alive (`cargo bench -p pantheon-indigo --bench
+/// inference`; figures in `crates/indigo/models/README.md`). It computes what
+/// [`Policy::logits`] computes (a unit test compares them).
 #[derive(Debug, Clone)]
 pub struct Frozen {
     /// `[4·HIDDEN][FEATURES]`, row-major.
