@@ -31,10 +31,13 @@ fn train_indigo_trains_writes_its_directory_and_resumes() {
             iterations,
             "--epochs",
             "2",
+            "--host-latency",
+            "measured",
         ])
     };
     let said = train("1");
     assert!(said.contains("25 training emulators"), "{said}");
+    assert!(said.contains("host latency measured"), "{said}");
     assert!(said.contains("iteration 1:"), "{said}");
     for f in ["model.safetensors", "models/iteration-001.safetensors"] {
         assert!(out.join(f).is_file(), "{f} missing:\n{said}");
@@ -106,6 +109,7 @@ fn train_indigo_refuses_an_unknown_emulator_and_a_bad_agreement() {
     for (args, says) in [
         (vec!["--emulators", "synthetic nowhere"], "nowhere"),
         (vec!["--agreement", "1.5"], "--agreement"),
+        (vec!["--host-latency", "soon"], "--host-latency"),
     ] {
         let mut all = vec!["train", "indigo", "--out", out.to_str().unwrap()];
         all.extend(args);

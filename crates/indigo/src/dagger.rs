@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::policy::{Policy, PolicyError};
-use crate::rollout::{mean, rollout_all, Evaluation, Rollout, TrainingEmulator};
+use crate::rollout::{mean, rollout_all, Conditions, Evaluation, Rollout, TrainingEmulator};
 use crate::state::{Action, ACTIONS, FEATURES};
 use crate::train::{
     accuracy, agreement_with_labels, predict, train, EpochStats, Sample, TrainConfig,
@@ -42,8 +42,8 @@ use crate::train::{
 pub struct DaggerConfig {
     /// The most iterations.
     pub max_iterations: usize,
-    /// Simulated seconds of each rollout.
-    pub rollout_secs: u64,
+    /// How each rollout runs: simulated seconds, the hosts' latency.
+    pub rollout: Conditions,
     /// Rollouts at a time (one core each).
     pub jobs: usize,
     /// The seed of everything ([`crate::dagger`]).
@@ -55,11 +55,12 @@ pub struct DaggerConfig {
 }
 
 impl Default for DaggerConfig {
-    /// Up to 10 iterations of 30-s rollouts, 2 at a time, seed 1, stop at 98 % agreement.
+    /// Up to 10 iterations of 30-s rollouts between ideal hosts, 2 at a time, seed 1, stop at
+    /// 98 % agreement.
     fn default() -> DaggerConfig {
         DaggerConfig {
             max_iterations: 10,
-            rollout_secs: 30,
+            rollout: Conditions::ideal(30),
             jobs: 2,
             seed: 1,
             train: TrainConfig::default(),
@@ -155,7 +156,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DaggerError + '_ {
 pub struct Trainer {
     dir: PathBuf,
     config: DaggerConfig,
-    policy: Arc<Policy>,
+    policy: Policy,
     dataset: Vec<Vec<Sample>>,
     reports: Vec<IterationReport>,
 }
@@ -198,7 +199,7 @@ impl Trainer {
         Ok(Trainer {
             dir: dir.to_owned(),
             config,
-            policy: Arc::new(policy),
+            policy,
             dataset,
             reports,
         })
@@ -210,7 +211,7 @@ impl Trainer {
     }
 
     /// The current policy.
-    pub fn policy(&self) -> &Arc<Policy> {
+    pub fn policy(&self) -> &Policy {
         &self.policy
     }
 
@@ -225,7 +226,7 @@ impl Trainer {
     }
 
     /// DAgger's last step: every iteration's policy alone over `emulators` (rollouts of
-    /// [`DaggerConfig::rollout_secs`], seeds of their own), the best by
+    /// [`DaggerConfig::rollout`], seeds of their own), the best by
     /// [`crate::rollout::score`] kept as `model.safetensors` and as the trainer's policy;
     /// `selection.json` says which and how each did. Returns the selection and the kept
     /// policy's evaluations. `done(k, n)`: rollouts done of all candidates'.
@@ -244,7 +245,7 @@ impl Trainer {
             let evaluations = crate::rollout::evaluate(
                 emulators,
                 Arc::new(policy.freeze()?),
-                self.config.rollout_secs,
+                self.config.rollout,
                 self.config.jobs,
                 self.config.seed ^ 0x5e1e_c700,
                 &mut |k, _| done(base + k, total),
@@ -284,7 +285,7 @@ impl Trainer {
             serde_json::to_string_pretty(&selection).expect("a selection serialises"),
         )
         .map_err(io_err(&file))?;
-        self.policy = Arc::new(policy);
+        self.policy = policy;
         Ok((selection, evaluations))
     }
 
@@ -369,7 +370,7 @@ impl Trainer {
             emulators,
             Some(Arc::new(self.policy.freeze()?)),
             beta,
-            self.config.rollout_secs,
+            self.config.rollout,
             self.config.jobs,
             &seed,
             &mut |k, n| progress(Progress::Rollout(k, n)),
@@ -549,7 +550,7 @@ mod tests {
         }];
         let config = DaggerConfig {
             max_iterations: 2,
-            rollout_secs: 3,
+            rollout: Conditions::ideal(3),
             jobs: 1,
             train: TrainConfig {
                 epochs: 15,

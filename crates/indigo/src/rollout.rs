@@ -124,14 +124,35 @@ pub struct Rollout {
     pub meter: Meter,
 }
 
-/// Runs one flow of `secs` seconds over `emulator` in simulated time with Indigo deciding:
-/// the `policy` (none: the oracle alone), the oracle followed at a share `beta` of the
-/// decisions, draws of the path and of the mixture from `seed`.
+/// How rollouts run: their length and the hosts' latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conditions {
+    /// Simulated seconds of each rollout.
+    pub secs: u64,
+    /// The latency the hosts add to each packet ([`HostLatency`]). [`HostLatency::MEASURED`]
+    /// (this kind of machine's) gives the policy the noise its RTT samples carry in real time;
+    /// [`HostLatency::NONE`], ideal hosts.
+    pub host: HostLatency,
+}
+
+impl Conditions {
+    /// Rollouts of `secs` simulated seconds between ideal hosts.
+    pub fn ideal(secs: u64) -> Conditions {
+        Conditions {
+            secs,
+            host: HostLatency::NONE,
+        }
+    }
+}
+
+/// Runs one flow over `emulator` in simulated time (`run`: how long, which hosts) with Indigo
+/// deciding: the `policy` (none: the oracle alone), the oracle followed at a share `beta` of
+/// the decisions, draws of the path, the hosts and the mixture from `seed`.
 pub fn rollout(
     emulator: &TrainingEmulator,
     policy: Option<Arc<Frozen>>,
     beta: f64,
-    secs: u64,
+    run: Conditions,
     seed: u64,
 ) -> Result<Rollout, SimError> {
     let recorder = Recorder::default();
@@ -152,10 +173,10 @@ pub fn rollout(
             stop_ns: None,
         }],
         seed,
-        end_ns: secs * 1_000_000_000,
+        end_ns: run.secs * 1_000_000_000,
         drain_ns: 0,
         max_udp_payload: sim::quic::MAX_UDP_PAYLOAD,
-        host: HostLatency::NONE,
+        host: run.host,
         host_seed: seed,
     };
     let mut meter = Meter::default();
@@ -168,7 +189,7 @@ pub fn rollout(
     Ok(Rollout { decisions, meter })
 }
 
-/// Rolls out `policy` (at DAgger's `beta`) over every emulator for `secs` simulated seconds,
+/// Rolls out `policy` (at DAgger's `beta`) over every emulator (`run`: how long, which hosts),
 /// `jobs` at a time, emulator `i` with seed `seed(i)`; `done(k, n)` after each of the `n`
 /// rollouts. The results are in the emulators' order; the first failure is returned with its
 /// emulator's index.
@@ -176,7 +197,7 @@ pub fn rollout_all(
     emulators: &[TrainingEmulator],
     policy: Option<Arc<Frozen>>,
     beta: f64,
-    secs: u64,
+    run: Conditions,
     jobs: usize,
     seed: &(dyn Fn(usize) -> u64 + Sync),
     done: &mut dyn FnMut(usize, usize),
@@ -190,7 +211,7 @@ pub fn rollout_all(
             s.spawn(move || loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(e) = emulators.get(i) else { break };
-                let r = rollout(e, policy.clone(), beta, secs, seed(i));
+                let r = rollout(e, policy.clone(), beta, run, seed(i));
                 let failed = r.is_err();
                 if tx.send((i, r)).is_err() || failed {
                     // Failing: take the others' emulators so that they stop too.
@@ -281,18 +302,18 @@ pub fn score(evaluations: &[Evaluation]) -> f64 {
     (logs.iter().sum::<f64>() / logs.len() as f64).exp()
 }
 
-/// The policy alone (β = 0) over every emulator, `secs` simulated seconds each, `jobs` at a
+/// The policy alone (β = 0) over every emulator (`run`: how long, which hosts), `jobs` at a
 /// time, seed `seed`.
 pub fn evaluate(
     emulators: &[TrainingEmulator],
     policy: Arc<Frozen>,
-    secs: u64,
+    run: Conditions,
     jobs: usize,
     seed: u64,
     done: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Evaluation>, (usize, SimError)> {
     let seed = move |i: usize| seed ^ ((i as u64) << 8);
-    let rollouts = rollout_all(emulators, Some(policy), 0.0, secs, jobs, &seed, done)?;
+    let rollouts = rollout_all(emulators, Some(policy), 0.0, run, jobs, &seed, done)?;
     Ok(emulators
         .iter()
         .zip(&rollouts)
@@ -302,7 +323,8 @@ pub fn evaluate(
 
 /// The oracle's best fixed window for `path`, packets, and its power: of the windows
 /// `bdp × f` for `f` in `factors`, the one whose teacher-held run of `secs` seconds (seed
-/// `seed`) has the highest [`Meter::power`]. `None` without a bottleneck.
+/// `seed`, ideal hosts: the oracle knows the link, not the hosts) has the highest
+/// [`Meter::power`]. `None` without a bottleneck.
 pub fn search_window(
     name: &str,
     path: &EmulatedPath,
@@ -320,7 +342,9 @@ pub fn search_window(
             path: path.clone(),
             ideal_cwnd: (bdp * f).max(crate::state::MIN_CWND),
         };
-        let power = rollout(&e, None, 1.0, secs, seed)?.meter.power();
+        let power = rollout(&e, None, 1.0, Conditions::ideal(secs), seed)?
+            .meter
+            .power();
         if best.is_none_or(|b| power > b.1) {
             best = Some((e.ideal_cwnd, power));
         }
@@ -374,7 +398,7 @@ pub(crate) mod tests {
             ideal_cwnd: path_bdp(&p).unwrap(),
             path: p.clone(),
         };
-        let r = rollout(&e, None, 1.0, 5, 1).unwrap();
+        let r = rollout(&e, None, 1.0, Conditions::ideal(5), 1).unwrap();
         assert!(r.meter.tput_mbps() > 10.5, "{}", r.meter.tput_mbps());
         // p95 one-way delay: the 20 ms path and the queue of the oracle's band, 44–54 packets
         // for a BDP of 40 (`keep_band`): 4–14 packets of 1 ms each at 12 Mbit/s.

@@ -293,6 +293,83 @@ pub fn pairs(rows: &[Row]) -> Vec<PairSummary> {
         .collect()
 }
 
+/// One scheme run alone (a one-flow mix, or a pair's solo baseline) in one environment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Alone {
+    /// The scheme.
+    pub scheme: String,
+    /// Each run's (p95 one-way delay ms, throughput Mbit/s), as Pantheon's summary plot.
+    pub runs: Vec<(f64, f64)>,
+    /// Whether its mean point is on the environment's throughput–delay frontier
+    /// ([`on_frontier`]) among the schemes alone there.
+    pub frontier: bool,
+}
+
+impl Alone {
+    /// The mean of its runs: (p95 one-way delay ms, throughput Mbit/s).
+    pub fn mean(&self) -> (f64, f64) {
+        let n = self.runs.len().max(1) as f64;
+        let (d, t) = self
+            .runs
+            .iter()
+            .fold((0.0, 0.0), |(d, t), r| (d + r.0, t + r.1));
+        (d / n, t / n)
+    }
+}
+
+/// Which of `points` — (delay, throughput) — are on the frontier: no other point has at
+/// least the throughput at no more delay and is better in one of them (the Pareto front that
+/// Pantheon's Figures 6 and 7 ask a scheme to be on).
+pub fn on_frontier(points: &[(f64, f64)]) -> Vec<bool> {
+    points
+        .iter()
+        .map(|&(d, t)| {
+            !points
+                .iter()
+                .any(|&(d2, t2)| t2 >= t && d2 <= d && (t2 > t || d2 < d))
+        })
+        .collect()
+}
+
+/// Per environment (in order of first appearance), the schemes run alone there with their
+/// runs (those with a throughput and a delay) and whether each is on the frontier: the data of
+/// Pantheon's throughput–delay plot per environment.
+pub fn alone(rows: &[Row]) -> Vec<(String, Vec<Alone>)> {
+    let mut flows: BTreeMap<u32, usize> = BTreeMap::new();
+    for r in rows {
+        *flows.entry(r.point).or_default() += 1;
+    }
+    let mut by: Vec<(String, Vec<Alone>)> = Vec::new();
+    for r in rows.iter().filter(|r| flows[&r.point] == 1) {
+        let (Some(d), Some(t)) = (r.p95_delay_ms, r.tput_mbps) else {
+            continue;
+        };
+        let i = match by.iter().position(|(e, _)| *e == r.env) {
+            Some(i) => i,
+            None => {
+                by.push((r.env.clone(), Vec::new()));
+                by.len() - 1
+            }
+        };
+        let schemes = &mut by[i].1;
+        match schemes.iter_mut().find(|a| a.scheme == r.scheme) {
+            Some(a) => a.runs.push((d, t)),
+            None => schemes.push(Alone {
+                scheme: r.scheme.clone(),
+                runs: vec![(d, t)],
+                frontier: false,
+            }),
+        }
+    }
+    for (_, schemes) in &mut by {
+        let means: Vec<(f64, f64)> = schemes.iter().map(Alone::mean).collect();
+        for (a, f) in schemes.iter_mut().zip(on_frontier(&means)) {
+            a.frontier = f;
+        }
+    }
+    by
+}
+
 /// The value `value` ([`crate::file::HEATMAP_VALUES`]) of a row: the run's Jain's index, or
 /// the flow's ratio or harm.
 fn value(r: &Row, value: &str) -> Option<f64> {
@@ -404,6 +481,37 @@ mod tests {
         assert_eq!(p[0].ratios, [("a".into(), 0.9), ("b".into(), 0.85)]);
         assert!((p[0].median_ratio().unwrap() - 0.875).abs() < 1e-12);
         assert_eq!(p[0].share_unharmed(), Some(0.5));
+    }
+
+    #[test]
+    fn the_frontier_and_the_schemes_alone_per_environment() {
+        // (delay, tput): b dominates c (more throughput, less delay); a and b trade off; d
+        // ties b's throughput at more delay.
+        let pts = [(50.0, 5.0), (80.0, 9.0), (90.0, 8.0), (85.0, 9.0)];
+        assert_eq!(on_frontier(&pts), [true, true, false, false]);
+        let mut rows = vec![
+            row("a", "list", "cubic", 1, "cubic", 8.0),
+            row("a", "list", "cubic", 1, "cubic", 10.0),
+            row("a", "list", "bbr", 1, "bbr", 7.0),
+            row("b", "list", "bbr", 1, "bbr", 7.0),
+            // A two-flow run is not a scheme alone.
+            row("a", "pair", "cubic ledbat", 1, "cubic", 20.0),
+            row("a", "pair", "cubic ledbat", 2, "ledbat", 1.0),
+        ];
+        for (i, r) in rows.iter_mut().enumerate() {
+            r.point = i.min(4) as u32 + 1;
+        }
+        rows[2].p95_delay_ms = Some(40.0);
+        let envs = alone(&rows);
+        assert_eq!(envs.len(), 2);
+        let (env, schemes) = &envs[0];
+        assert_eq!(env, "a");
+        assert_eq!(schemes.len(), 2, "{schemes:?}");
+        assert_eq!(schemes[0].runs, [(100.0, 8.0), (100.0, 10.0)]);
+        assert_eq!(schemes[0].mean(), (100.0, 9.0));
+        // Cubic: more throughput; BBR: less delay — both on the frontier.
+        assert!(schemes[0].frontier && schemes[1].frontier);
+        assert_eq!(envs[1].1.len(), 1);
     }
 
     #[test]

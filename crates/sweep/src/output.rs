@@ -7,21 +7,25 @@
 //! - `sweep_heatmap_<mix>.png`: per mix, the heatmap's value over its two axes;
 //! - `sweep_page_load_cdf.png`: with page-load workloads, per mix the CDF of page load times
 //!   (seed 002, Fig. 11(b));
+//! - `sweep_alone_<env>.png`: per environment where two or more schemes ran alone, Pantheon's
+//!   throughput–delay plot of them (each scheme's mean over its runs and their 1-σ ellipse; the
+//!   Pantheon paper's Figures 6 and 7), with a table in the summary of which are on the
+//!   frontier;
 //! - `sweep_summary.md`: the points' status, and per pair the median throughput ratio and the
 //!   share of environments where it is ≥ 0.9.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use analyzer::report::{cdf_plot, heatmap_plot, CdfSeries};
+use analyzer::report::{cdf_plot, heatmap_plot, summary_plot, CdfSeries, SchemePoints};
 use analyzer::table::{self, Values};
 
-use crate::collect::{grid, pairs, PairSummary, Row, UNHARMED_RATIO};
+use crate::collect::{alone, grid, pairs, PairSummary, Row, UNHARMED_RATIO};
 use crate::exec::Status;
 use crate::plan::SweepPlan;
 
-/// A scheme's label and colour (a matplotlib name), from its descriptor.
-pub type Style<'a> = &'a dyn Fn(&str) -> (String, String);
+/// A scheme's label, colour (a matplotlib name) and marker (`o`, `*`, …), from its descriptor.
+pub type Style<'a> = &'a dyn Fn(&str) -> (String, String, String);
 
 /// The tidy table's columns.
 fn columns(rows: &[Row]) -> Vec<(&'static str, Values)> {
@@ -163,6 +167,7 @@ pub fn write(
         }
     }
     page_loads(dir, rows, style, &mut md, &mut problems);
+    schemes_alone(dir, rows, style, &mut md, &mut problems);
     let h = &plan.file.heatmap;
     let mut mixes: Vec<&str> = Vec::new();
     for p in plan.points.iter().filter(|p| !p.solo) {
@@ -170,7 +175,7 @@ pub fn write(
             mixes.push(&p.mix);
         }
     }
-    let _ = writeln!(md, "\n## Heatmaps: {} over {} × {}\n", h.value, h.x, h.y);
+    let mut heatmaps = String::new();
     for mix in mixes {
         let (xs, ys, values) = grid(rows, mix, &h.x, &h.y, &h.value);
         if xs.is_empty() || ys.is_empty() {
@@ -180,10 +185,14 @@ pub fn write(
         let title = format!("{mix}: {} (median)", h.value);
         match heatmap_plot(&dir.join(&file), &title, (&h.x, &h.y), &xs, &ys, &values) {
             Ok(()) => {
-                let _ = writeln!(md, "![{mix}]({file})");
+                let _ = writeln!(heatmaps, "![{mix}]({file})");
             }
             Err(e) => problems.push(e.to_string()),
         }
+    }
+    if !heatmaps.is_empty() {
+        let _ = writeln!(md, "\n## Heatmaps: {} over {} × {}\n", h.value, h.x, h.y);
+        md.push_str(&heatmaps);
     }
     for p in problems {
         let _ = writeln!(md, "\nPlot not drawn: {p}");
@@ -245,6 +254,79 @@ fn page_loads(dir: &Path, rows: &[Row], style: Style, md: &mut String, problems:
     }
 }
 
+/// The schemes run alone, per environment where there are two or more: a table of each
+/// scheme's mean throughput and p95 one-way delay and whether it is on the frontier, and
+/// Pantheon's throughput–delay plot (`sweep_alone_<env>.png`).
+fn schemes_alone(
+    dir: &Path,
+    rows: &[Row],
+    style: Style,
+    md: &mut String,
+    problems: &mut Vec<String>,
+) {
+    let envs: Vec<_> = alone(rows)
+        .into_iter()
+        .filter(|(_, s)| s.len() >= 2)
+        .collect();
+    if envs.is_empty() {
+        return;
+    }
+    md.push_str(
+        "\n## Schemes alone: throughput vs p95 one-way delay\n\nPer environment, each scheme's \
+         mean over its runs; on the frontier: no other scheme has at least its throughput at no \
+         more delay.\n",
+    );
+    for (env, schemes) in envs {
+        let _ = writeln!(
+            md,
+            "\n### {env}\n\n| scheme | runs | throughput (Mbit/s) | p95 one-way delay (ms) | \
+             on the frontier |\n|---|---|---|---|---|"
+        );
+        for a in &schemes {
+            let (d, t) = a.mean();
+            let _ = writeln!(
+                md,
+                "| {} | {} | {t:.2} | {d:.1} | {} |",
+                style(&a.scheme).0,
+                a.runs.len(),
+                if a.frontier { "yes" } else { "—" }
+            );
+        }
+        let points: Vec<SchemePoints> = schemes
+            .iter()
+            .map(|a| {
+                let (label, color, marker) = style(&a.scheme);
+                SchemePoints {
+                    label,
+                    color,
+                    marker,
+                    runs: a.runs.clone(),
+                }
+            })
+            .collect();
+        let file = format!("sweep_alone_{}.png", file_name(&env));
+        match summary_plot(&dir.join(&file), &env, &points, true) {
+            Ok(()) => {
+                let _ = writeln!(md, "\n![{env}]({file})");
+            }
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+}
+
+/// `name` with every character but letters, digits, `-` and `.` replaced by `_`.
+fn file_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,7 +338,7 @@ mod tests {
             contender: "ledbat".into(),
             ratios: vec![("a".into(), 0.95), ("b".into(), 0.5), ("c".into(), 0.92)],
         };
-        let style = |s: &str| (s.to_uppercase(), "blue".to_owned());
+        let style = |s: &str| (s.to_uppercase(), "blue".to_owned(), "o".to_owned());
         let t = pairs_table(&[p], &style);
         assert!(
             t.ends_with("| CUBIC | LEDBAT | 3 | 0.920 | 66.7 % |\n"),

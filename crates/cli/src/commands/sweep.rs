@@ -143,8 +143,8 @@ fn collect(
 ) -> anyhow::Result<String> {
     let rows = sweep::collect::collect(dir, plan);
     let style = |name: &str| match registry.get(name) {
-        Ok(s) => (s.label.clone(), s.color.clone()),
-        Err(_) => (name.to_owned(), "black".to_owned()),
+        Ok(s) => (s.label.clone(), s.color.clone(), s.marker.clone()),
+        Err(_) => (name.to_owned(), "black".to_owned(), "o".to_owned()),
     };
     sweep::output::write(dir, plan, status, &rows, &style)
 }

@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use indigo::dagger::{DaggerConfig, Progress, Trainer};
+use indigo::rollout::Conditions;
 use indigo::train::TrainConfig;
 
 /// What to train.
@@ -48,6 +49,12 @@ pub(crate) struct IndigoArgs {
     /// Simulated seconds of each rollout.
     #[arg(long, default_value_t = 30)]
     rollout_secs: u64,
+    /// The latency the hosts add to each packet in rollouts and validation: `ideal` (none),
+    /// `measured` (this kind of machine's, 45 µs + Exp(35 µs) per packet: RTT samples as noisy
+    /// as in real time) or `MIN+MEAN` in µs; as `pantheon run sim --host-latency`. The
+    /// oracle's window search uses ideal hosts.
+    #[arg(long, default_value = "ideal")]
+    host_latency: sim::run::HostLatency,
     /// Rollouts at a time (one core each).
     #[arg(long, default_value_t = 2)]
     jobs: usize,
@@ -77,7 +84,10 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
     })?;
     let config = DaggerConfig {
         max_iterations: a.iterations,
-        rollout_secs: a.rollout_secs,
+        rollout: Conditions {
+            secs: a.rollout_secs,
+            host: a.host_latency,
+        },
         jobs: a.jobs.max(1),
         seed: a.seed,
         train: TrainConfig {
@@ -90,21 +100,19 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
     let mut trainer = Trainer::resume(&a.out, config)
         .with_context(|| format!("training directory {}", a.out.display()))?;
     eprintln!(
-        "Indigo: {} training emulators, up to {} iterations of {}-s rollouts ({} at a time) → {}",
+        "Indigo: {} training emulators, up to {} iterations of {}-s rollouts ({} at a time, \
+         host latency {}) → {}",
         set.len(),
         a.iterations,
         a.rollout_secs,
         config.jobs,
+        a.host_latency,
         a.out.display()
     );
     if !trainer.reports().is_empty() {
         eprintln!("resuming after iteration {}", trainer.reports().len());
     }
-    let bar = ProgressBar::new(set.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
-            .expect("valid template"),
-    );
+    let bar = progress_bar(set.len());
     let mut iteration = trainer.reports().len() + 1;
     bar.set_message(format!("iteration {iteration}: rollouts"));
     trainer.run(&set, &mut |p| match p {
@@ -149,11 +157,7 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
         last.map_or(0.0, |r| 100.0 * r.accuracy_after),
     );
     // DAgger's last step: the best iteration's policy, each alone over every training emulator.
-    let bar = ProgressBar::new(1);
-    bar.set_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
-            .expect("valid template"),
-    );
+    let bar = progress_bar(1);
     bar.set_message("validating every iteration's policy alone");
     let (selection, evaluations) = trainer.select(&set, &mut |k, n| {
         bar.set_length(n as u64);
@@ -203,9 +207,20 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
     )
     .with_context(|| format!("writing {}", file.display()))?;
     eprintln!(
-        "({} simulated s each; Mbit/s, ms one-way): {}",
+        "({} simulated s each, host latency {}; Mbit/s, ms one-way): {}",
         a.rollout_secs,
+        a.host_latency,
         file.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A bar of `len` steps with the elapsed time and a message.
+fn progress_bar(len: usize) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .expect("valid template"),
+    );
+    bar
 }
