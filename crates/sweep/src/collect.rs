@@ -271,15 +271,10 @@ pub fn pairs(rows: &[Row]) -> Vec<PairSummary> {
         let (Some(p), Some(c), Some(ratio)) = (&r.primary, &r.contender, r.tput_ratio) else {
             continue;
         };
-        let key = (p.clone(), c.clone());
-        let i = match by.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                by.push((key, BTreeMap::new()));
-                by.len() - 1
-            }
-        };
-        by[i].1.entry(r.env.clone()).or_default().push(ratio);
+        group(&mut by, (p.clone(), c.clone()))
+            .entry(r.env.clone())
+            .or_default()
+            .push(ratio);
     }
     by.into_iter()
         .map(|((primary, contender), envs)| PairSummary {
@@ -339,35 +334,42 @@ pub fn alone(rows: &[Row]) -> Vec<(String, Vec<Alone>)> {
     for r in rows {
         *flows.entry(r.point).or_default() += 1;
     }
-    let mut by: Vec<(String, Vec<Alone>)> = Vec::new();
+    // Environment → scheme → runs, each in order of first appearance.
+    let mut by: Vec<(String, Vec<(String, Vec<(f64, f64)>)>)> = Vec::new();
     for r in rows.iter().filter(|r| flows[&r.point] == 1) {
-        let (Some(d), Some(t)) = (r.p95_delay_ms, r.tput_mbps) else {
-            continue;
-        };
-        let i = match by.iter().position(|(e, _)| *e == r.env) {
-            Some(i) => i,
-            None => {
-                by.push((r.env.clone(), Vec::new()));
-                by.len() - 1
+        if let (Some(d), Some(t)) = (r.p95_delay_ms, r.tput_mbps) {
+            group(group(&mut by, r.env.clone()), r.scheme.clone()).push((d, t));
+        }
+    }
+    by.into_iter()
+        .map(|(env, schemes)| {
+            let mut alone: Vec<Alone> = schemes
+                .into_iter()
+                .map(|(scheme, runs)| Alone {
+                    scheme,
+                    runs,
+                    frontier: false,
+                })
+                .collect();
+            let means: Vec<(f64, f64)> = alone.iter().map(Alone::mean).collect();
+            for (a, f) in alone.iter_mut().zip(on_frontier(&means)) {
+                a.frontier = f;
             }
-        };
-        let schemes = &mut by[i].1;
-        match schemes.iter_mut().find(|a| a.scheme == r.scheme) {
-            Some(a) => a.runs.push((d, t)),
-            None => schemes.push(Alone {
-                scheme: r.scheme.clone(),
-                runs: vec![(d, t)],
-                frontier: false,
-            }),
+            (env, alone)
+        })
+        .collect()
+}
+
+/// The value of `key` in `groups` (kept in order of first appearance), added empty if new.
+pub(crate) fn group<K: PartialEq, V: Default>(groups: &mut Vec<(K, V)>, key: K) -> &mut V {
+    let i = match groups.iter().position(|(k, _)| *k == key) {
+        Some(i) => i,
+        None => {
+            groups.push((key, V::default()));
+            groups.len() - 1
         }
-    }
-    for (_, schemes) in &mut by {
-        let means: Vec<(f64, f64)> = schemes.iter().map(Alone::mean).collect();
-        for (a, f) in schemes.iter_mut().zip(on_frontier(&means)) {
-            a.frontier = f;
-        }
-    }
-    by
+    };
+    &mut groups[i].1
 }
 
 /// The value `value` ([`crate::file::HEATMAP_VALUES`]) of a row: the run's Jain's index, or

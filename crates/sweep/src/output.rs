@@ -20,7 +20,7 @@ use std::path::Path;
 use analyzer::report::{cdf_plot, heatmap_plot, summary_plot, CdfSeries, SchemePoints};
 use analyzer::table::{self, Values};
 
-use crate::collect::{alone, grid, pairs, PairSummary, Row, UNHARMED_RATIO};
+use crate::collect::{alone, grid, group, pairs, PairSummary, Row, UNHARMED_RATIO};
 use crate::exec::Status;
 use crate::plan::SweepPlan;
 
@@ -208,10 +208,7 @@ pub fn write(
 fn page_loads(dir: &Path, rows: &[Row], style: Style, md: &mut String, problems: &mut Vec<String>) {
     let mut loads: Vec<(String, Vec<f64>)> = Vec::new();
     for r in rows.iter().filter(|r| !r.page_load_ms.is_empty()) {
-        match loads.iter_mut().find(|(m, _)| *m == r.mix) {
-            Some((_, v)) => v.extend(&r.page_load_ms),
-            None => loads.push((r.mix.clone(), r.page_load_ms.clone())),
-        }
+        group(&mut loads, r.mix.clone()).extend(&r.page_load_ms);
     }
     if loads.is_empty() {
         return;
@@ -282,28 +279,23 @@ fn schemes_alone(
             "\n### {env}\n\n| scheme | runs | throughput (Mbit/s) | p95 one-way delay (ms) | \
              on the frontier |\n|---|---|---|---|---|"
         );
+        let mut points = Vec::new();
         for a in &schemes {
             let (d, t) = a.mean();
+            let (label, color, marker) = style(&a.scheme);
             let _ = writeln!(
                 md,
-                "| {} | {} | {t:.2} | {d:.1} | {} |",
-                style(&a.scheme).0,
+                "| {label} | {} | {t:.2} | {d:.1} | {} |",
                 a.runs.len(),
                 if a.frontier { "yes" } else { "—" }
             );
+            points.push(SchemePoints {
+                label,
+                color,
+                marker,
+                runs: a.runs.clone(),
+            });
         }
-        let points: Vec<SchemePoints> = schemes
-            .iter()
-            .map(|a| {
-                let (label, color, marker) = style(&a.scheme);
-                SchemePoints {
-                    label,
-                    color,
-                    marker,
-                    runs: a.runs.clone(),
-                }
-            })
-            .collect();
         let file = format!("sweep_alone_{}.png", file_name(&env));
         match summary_plot(&dir.join(&file), &env, &points, true) {
             Ok(()) => {
