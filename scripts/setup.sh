@@ -24,6 +24,25 @@ need_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   fi
 }
+# Packages whose install would start a system service (sshd, munged, slurmctld): installed with
+# a policy-rc.d that forbids starting any, so that the tests bring up their own, on their own
+# sockets and ports, and stop them.
+need_packages_not_started() {
+  local need=() pkg policy=/usr/sbin/policy-rc.d
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  done
+  [ "${#need[@]}" -gt 0 ] || return 0
+  if [ -e "$policy" ]; then
+    need_packages "${need[@]}"
+  else
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
+    trap 'rm -f "$policy"' EXIT
+    need_packages "${need[@]}"
+    rm -f "$policy"
+    trap - EXIT
+  fi
+}
 # ssh2 (`pantheon node bootstrap`) builds libssh2 against the system OpenSSL and zlib;
 # quiche's BoringSSL (the QUIC BBRv2 scheme program) needs cmake, a C++ compiler and libclang.
 need_packages iperf3 iproute2 iputils-ping iptables pkg-config gcc libssl-dev zlib1g-dev \

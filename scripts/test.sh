@@ -12,20 +12,10 @@ need_packages nix-bin
 need_packages chromium
 # The PDF report's text is read back with pdftotext (tests/competition.rs).
 need_packages poppler-utils
-# The remote tests run an sshd of their own inside a namespace (`pantheon node bootstrap`):
-# install openssh-server without letting its package start the system's ssh service.
-if ! dpkg -s openssh-server >/dev/null 2>&1; then
-  policy=/usr/sbin/policy-rc.d
-  if [ -e "$policy" ]; then
-    need_packages openssh-server
-  else
-    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
-    trap 'rm -f "$policy"' EXIT
-    need_packages openssh-server
-    rm -f "$policy"
-    trap - EXIT
-  fi
-fi
+# The remote tests run an sshd of their own inside a namespace (`pantheon node bootstrap`);
+# tests/slurm.rs brings up a one-node Slurm cluster of its own (munged, slurmctld, slurmd).
+# Neither package may start the system's service.
+need_packages_not_started openssh-server munge slurmctld slurmd slurm-client
 # The programs of the workspace, installed (pantheon, the scheme programs of schemes/), then
 # what the descriptors ask for (tquic_tools from crates.io for Copa and QUIC BBRv3, their
 # certificate and file).

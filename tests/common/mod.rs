@@ -75,23 +75,28 @@ impl Agent {
 
     /// SIGTERM, then SIGKILL after 10 s; reaps it.
     pub fn stop(&mut self) {
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return; // already ended (and reaped): its pid may be someone else's now
-        }
-        // SAFETY: plain syscall on our own, still running child.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child);
     }
+}
+
+/// Stops a child process of ours by its id: SIGTERM, then SIGKILL after 10 s; reaps it.
+pub fn stop_child(child: &mut Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return; // already ended (and reaped): its pid may be someone else's now
+    }
+    // SAFETY: plain syscall on our own, still running child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 impl Drop for Agent {

@@ -39,7 +39,7 @@ pub fn median(x: &[f64]) -> Option<f64> {
 }
 
 /// One scheme's per-run totals in one experiment.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SchemeRuns {
     /// Average throughput of each run, Mbit/s.
     pub tput_mbps: Vec<f64>,

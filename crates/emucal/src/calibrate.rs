@@ -66,7 +66,7 @@ pub enum CalibrateError {
 }
 
 /// One emulator of the five-parameter model.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Candidate {
     /// Bottleneck rate in both directions, Mbit/s of 1500-byte opportunities (0.01 Mbit/s
     /// steps, so that its trace is short).
@@ -78,12 +78,22 @@ pub struct Candidate {
     /// Uplink i.i.d. loss rate, fraction 0–1 (`mm-loss uplink`); 0 = no loss shell.
     pub loss: f64,
     /// Constant-rate trace, or Poisson deliveries at that mean rate.
-    #[serde(serialize_with = "delivery_name")]
+    #[serde(
+        serialize_with = "delivery_name",
+        deserialize_with = "delivery_from_name"
+    )]
     pub delivery: Delivery,
 }
 
 fn delivery_name<S: serde::Serializer>(d: &Delivery, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(delivery_str(*d))
+}
+
+fn delivery_from_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Delivery, D::Error> {
+    let s = <String as serde::Deserialize>::deserialize(d)?;
+    parse_delivery(&s).ok_or_else(|| {
+        serde::de::Error::custom(format!("delivery `{s}`: expected constant or poisson"))
+    })
 }
 
 /// `constant` or `poisson`, as search logs and presets name them.

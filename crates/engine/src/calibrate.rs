@@ -499,6 +499,201 @@ impl LocalEvaluator<'_> {
     }
 }
 
+/// One evaluation as a job step: what [`StepEvaluator`] asks (`evals/<n>/request.json`) and
+/// what `pantheon calibrate step` answers (`evals/<n>/result.json`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StepRequest {
+    /// The candidate emulator.
+    pub candidate: Candidate,
+    /// The emulator's loss seed.
+    pub seed: u64,
+    /// The evaluation's number.
+    pub n: usize,
+    /// Schemes to run over it.
+    pub schemes: Vec<String>,
+    /// Seconds per run.
+    pub runtime_s: f64,
+    /// Runs per scheme.
+    pub run_times: u32,
+    /// The calibration's output directory (the evaluation runs in `evals/<n>/` of it).
+    pub out_dir: PathBuf,
+    /// Extra scheme descriptors.
+    pub schemes_dir: Option<PathBuf>,
+    /// Simulated time.
+    pub simulate: bool,
+}
+
+/// A job step's answer: the runs' figures, or why they failed; where it ran.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StepResult {
+    /// Per scheme, its runs' figures (when the evaluation succeeded).
+    pub runs: Option<BTreeMap<String, SchemeRuns>>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// The machine it ran on.
+    pub host: String,
+    /// Slurm's `JOB.STEP` ids, when it ran as a job step.
+    pub slurm_step: Option<String>,
+}
+
+/// File names in `evals/<n>/`.
+const REQUEST: &str = "request.json";
+const RESULT: &str = "result.json";
+
+/// Measures each candidate as a Slurm job step (`srun --exact -n1 -c<cpus>` running
+/// `pantheon calibrate step`), inside the allocation this process runs in: as many at once
+/// as the fit asks (`--jobs`), each on whichever node of the allocation has the CPUs. The
+/// output directory must be on a filesystem the allocation's nodes share.
+pub struct StepEvaluator<'a> {
+    /// The options (schemes, runtime, run times, output directory…).
+    pub opts: &'a CalibrateOptions,
+    /// The `pantheon` program (at the same path on the nodes).
+    pub exe: PathBuf,
+    /// CPUs per evaluation.
+    pub cpus: usize,
+}
+
+impl Evaluator for StepEvaluator<'_> {
+    fn measure(
+        &self,
+        c: &Candidate,
+        seed: u64,
+        n: usize,
+    ) -> Result<BTreeMap<String, SchemeRuns>, String> {
+        let dir = self.opts.out_dir.join("evals").join(n.to_string());
+        let measured = self.step(c, seed, n, &dir);
+        if !self.opts.keep_runs {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        measured.map_err(|e| format!("{e:#}"))
+    }
+}
+
+impl StepEvaluator<'_> {
+    fn step(
+        &self,
+        c: &Candidate,
+        seed: u64,
+        n: usize,
+        dir: &Path,
+    ) -> anyhow::Result<BTreeMap<String, SchemeRuns>> {
+        let o = self.opts;
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+        let request = StepRequest {
+            candidate: *c,
+            seed,
+            n,
+            schemes: o.schemes.clone(),
+            runtime_s: o.runtime.as_secs_f64(),
+            run_times: o.run_times,
+            out_dir: o.out_dir.clone(),
+            schemes_dir: o.schemes_dir.clone(),
+            simulate: o.simulate,
+        };
+        let path = dir.join(REQUEST);
+        write_json(&path, &serde_json::to_value(&request)?)?;
+        let _ = std::fs::remove_file(dir.join(RESULT));
+        let mut cmd = crate::slurm::step(self.cpus, &format!("pantheon-eval-{n}"));
+        cmd.arg(&self.exe)
+            .args(["calibrate", "step"])
+            .arg(&path)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
+        let status = crate::slurm::run_until_interrupted(cmd, &INTERRUPTED)
+            .context("start the job step (srun)")?;
+        let text = std::fs::read_to_string(dir.join(RESULT)).map_err(|_| {
+            anyhow::anyhow!(
+                "the job step ended ({status}) without a result{}",
+                if INTERRUPTED.load(Ordering::SeqCst) {
+                    ": interrupted"
+                } else {
+                    " (see srun's message above)"
+                }
+            )
+        })?;
+        let result: StepResult = serde_json::from_str(&text)
+            .with_context(|| format!("read {}", dir.join(RESULT).display()))?;
+        match (result.runs, result.error) {
+            (Some(runs), _) => Ok(runs),
+            (None, e) => bail!(
+                "on {}: {}",
+                result.host,
+                e.unwrap_or_else(|| "no result".into())
+            ),
+        }
+    }
+}
+
+/// `pantheon calibrate step REQUEST`: measures the candidate of `request` (a
+/// [`StepRequest`]) here, as [`LocalEvaluator`] does, and writes [`StepResult`] beside it.
+/// Errors only when the request cannot be read or the result written; a failed evaluation is
+/// a result.
+pub fn run_step(request: &Path) -> anyhow::Result<StepResult> {
+    let text =
+        std::fs::read_to_string(request).with_context(|| format!("read {}", request.display()))?;
+    let r: StepRequest =
+        serde_json::from_str(&text).with_context(|| format!("read {}", request.display()))?;
+    let measured = (|| -> anyhow::Result<BTreeMap<String, SchemeRuns>> {
+        let registry = Registry::load(r.schemes_dir.as_deref())?;
+        if !r.simulate {
+            crate::clean::before_creating_namespaces("pantheon calibrate step")?;
+        }
+        let opts = CalibrateOptions {
+            schemes: r.schemes.clone(),
+            runtime: Duration::from_secs_f64(r.runtime_s),
+            run_times: r.run_times,
+            jobs: 1,
+            max_evals: 1,
+            initial_evals: 1,
+            confirm: 0,
+            deliveries: vec![r.candidate.delivery],
+            rate_mbps: None,
+            delay_ms: None,
+            queue_packets: None,
+            loss: None,
+            out_dir: r.out_dir.clone(),
+            seed: r.seed,
+            // The caller removes the evaluation's directory (this request in it).
+            keep_runs: true,
+            schemes_dir: r.schemes_dir.clone(),
+            // This process's own id: steps on one node never share names, and the stale-name
+            // cleanup of another step never takes this one's for a dead process's.
+            netns_prefix: format!("pt-{}", std::process::id()),
+            simulate: r.simulate,
+        };
+        let local = LocalEvaluator {
+            registry: &registry,
+            opts: &opts,
+        };
+        local
+            .measure(&r.candidate, r.seed, r.n)
+            .map_err(anyhow::Error::msg)
+    })();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let slurm_step = match (
+        std::env::var("SLURM_JOB_ID"),
+        std::env::var("SLURM_STEP_ID"),
+    ) {
+        (Ok(j), Ok(s)) => Some(format!("{j}.{s}")),
+        _ => None,
+    };
+    let (runs, error) = match measured {
+        Ok(runs) => (Some(runs), None),
+        Err(e) => (None, Some(format!("{e:#}"))),
+    };
+    let result = StepResult {
+        runs,
+        error,
+        host,
+        slurm_step,
+    };
+    let out = request.with_file_name(RESULT);
+    write_json(&out, &serde_json::to_value(&result)?)?;
+    Ok(result)
+}
+
 fn write_outputs(
     target: &Target,
     opts: &CalibrateOptions,

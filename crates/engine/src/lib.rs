@@ -32,6 +32,8 @@
 //! - [`clean`]: what killed commands left behind (namespaces named after a dead pid), removed.
 //! - [`compare`]: `pantheon compare A B`, two results directories side by side.
 //! - [`calibrate`]: `pantheon calibrate`, an emulator fitted to a real path's results.
+//! - [`slurm`]: Slurm's command-line tools (`sbatch`, `squeue`, `scancel`, `srun`), for the
+//!   sweep's job arrays and the calibration's job steps.
 
 pub mod analyze;
 pub mod calibrate;
@@ -47,5 +49,6 @@ pub mod sequence;
 pub mod setup;
 pub mod shell;
 pub mod simulate;
+pub mod slurm;
 pub mod source;
 pub mod transfers;

@@ -83,7 +83,8 @@ pub fn eta_s(left: usize, mean_s: f64, jobs: usize) -> f64 {
     (left as f64 / jobs.max(1) as f64).ceil() * mean_s
 }
 
-fn hms(s: f64) -> String {
+/// `s` seconds as `H:MM:SS`.
+pub(crate) fn hms(s: f64) -> String {
     let s = s.max(0.0) as u64;
     format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }

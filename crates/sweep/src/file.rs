@@ -25,6 +25,13 @@
 //! value = "tput_ratio"              # jain, tput_ratio, tput_harm or delay_harm
 //! x = "rate_mbps"                   # rate_mbps, rtt_ms, buffer_bdp, buffer_packets, loss
 //! y = "rtt_ms"
+//!
+//! [slurm]                           # `--executor slurm` (flags override): docs/slurm.md
+//! partition = "batch"               # sbatch --partition
+//! time = "0:10:00"                  # sbatch --time, per array task
+//! cpus_per_task = 2                 # sbatch --cpus-per-task (default 2: the tunnel and a scheme)
+//! pack = 1                          # points per array task (sites that limit array sizes)
+//! sbatch_args = ["--qos=short"]     # more sbatch options, as given
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -56,6 +63,30 @@ pub struct SweepFile {
     /// The heatmaps' axes and value.
     #[serde(default)]
     pub heatmap: Heatmap,
+    /// How `--executor slurm` submits the points (flags override each key).
+    #[serde(default)]
+    pub slurm: SlurmSection,
+}
+
+/// `[slurm]`: the job array's options for `--executor slurm`; each is overridden by the flag
+/// of the same name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmSection {
+    /// `sbatch --partition`; default the site's default partition.
+    pub partition: Option<String>,
+    /// `sbatch --time`, the limit of each array task (`MM`, `HH:MM:SS`, `D-HH`); default the
+    /// partition's.
+    pub time: Option<String>,
+    /// `sbatch --cpus-per-task`; default 2 (a point runs the tunnel, the emulator and the
+    /// schemes' two sides).
+    pub cpus_per_task: Option<u32>,
+    /// Points run one after another by each array task, for sites that limit array sizes or
+    /// the number of jobs; default 1.
+    pub pack: Option<u32>,
+    /// More `sbatch` options, each as one argument (`"--qos=short"`).
+    #[serde(default)]
+    pub sbatch_args: Vec<String>,
 }
 
 fn default_runtime() -> f64 {
@@ -223,6 +254,9 @@ impl SweepFile {
         if m.primaries.is_empty() && m.list.is_empty() {
             return Err("mixes: give primaries and contenders, or list".into());
         }
+        if self.slurm.cpus_per_task == Some(0) || self.slurm.pack == Some(0) {
+            return Err("slurm: cpus_per_task and pack must be at least 1".into());
+        }
         let h = &self.heatmap;
         if !HEATMAP_VALUES.contains(&h.value.as_str()) {
             return Err(format!(
@@ -291,6 +325,14 @@ contenders = ["ledbat"]
             (
                 ("rate_mbps = [10, 20]", "rate_mbps = [10, \"x\"]"),
                 "rate_mbps",
+            ),
+            (
+                ("[mixes]", "[slurm]\npack = 0\n[mixes]"),
+                "slurm: cpus_per_task and pack",
+            ),
+            (
+                ("[mixes]", "[slurm]\nqueue = \"x\"\n[mixes]"),
+                "unknown field `queue`",
             ),
         ] {
             let text = GOOD.replace(edit.0, edit.1);

@@ -10,6 +10,8 @@
 //!   job.
 //! - [`exec`]: the local executor, `--jobs N` points at a time, with progress, an ETA, Ctrl-C
 //!   and the status read from the results directory alone.
+//! - [`slurm`]: the Slurm executor, the missing points as one job array (`sbatch`), followed
+//!   with `squeue` and the results directory, cancelled with `scancel` on Ctrl-C.
 //! - [`collect`]: the points' `pantheon_perf.json` → one row per (environment, mix, run, flow),
 //!   with throughput ratio and harm against each scheme's solo runs in the same environment.
 //! - [`output`]: `sweep.csv`, `sweep.parquet`, the ratio CDF, the heatmaps and
@@ -21,3 +23,4 @@ pub mod file;
 pub mod output;
 pub mod plan;
 pub mod point;
+pub mod slurm;

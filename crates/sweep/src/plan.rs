@@ -130,6 +130,9 @@ pub struct SweepPlan {
     pub environments: Vec<Environment>,
     /// The points, by id (point `i` at index `i − 1`).
     pub points: Vec<Point>,
+    /// Extra scheme descriptors the points use (`--schemes-dir`, absolute), when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schemes_dir: Option<PathBuf>,
 }
 
 impl SweepPlan {
@@ -170,6 +173,7 @@ impl SweepPlan {
             file: file.clone(),
             environments,
             points,
+            schemes_dir: None,
         }
     }
 
@@ -187,7 +191,7 @@ impl SweepPlan {
 
     /// Writes the plan and the grid's traces into `dir` (created), or, if `dir` holds a plan
     /// already, checks it is this one (the same points: a sweep is resumed, never mixed with
-    /// another) and keeps it.
+    /// another) and writes it again (a new `[slurm]` section or `--schemes-dir` is taken).
     pub fn freeze(&self, dir: &Path) -> anyhow::Result<()> {
         let path = dir.join(PLAN_FILE);
         if path.exists() {
@@ -201,7 +205,6 @@ impl SweepPlan {
                     self.points.len()
                 );
             }
-            return Ok(());
         }
         let traces = SweepPlan::traces_dir(dir);
         std::fs::create_dir_all(&traces).with_context(|| format!("create {}", traces.display()))?;
@@ -272,6 +275,10 @@ impl SweepPlan {
             data_dir.display().to_string(),
         ];
         args.extend(self.environments[p.env].run_args(&SweepPlan::traces_dir(dir)));
+        if let Some(d) = &self.schemes_dir {
+            args.push("--schemes-dir".into());
+            args.push(d.display().to_string());
+        }
         args
     }
 }

@@ -6,7 +6,7 @@
 //! ```text
 //! <dir>/points/p0007/point.json       how point 7 ended (status ok|failed, error, host, job)
 //! <dir>/points/p0007/results/…        its `pantheon run local` results directory
-//! <dir>/points/.p0007.4242.tmp/       point 7 running (or killed) in process 4242
+//! <dir>/points/.p0007.node3.4242.tmp/ point 7 running (or killed) in process 4242 of node3
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -40,6 +40,9 @@ pub struct PointRecord {
     pub slurm: Option<serde_json::Value>,
     /// UTC start time (ISO 8601).
     pub started: String,
+    /// Start time, seconds since the Unix epoch (for overlaps and overheads).
+    #[serde(default)]
+    pub started_unix_s: f64,
     /// Wall time, seconds.
     pub wall_s: f64,
     /// Errors of earlier failed attempts, oldest first.
@@ -72,25 +75,49 @@ pub fn record(dir: &Path, id: u32) -> Option<PointRecord> {
     serde_json::from_str(&text).ok()
 }
 
+/// The temporary directory of point `id` run by process `pid` of machine `host`.
+fn tmp_name(id: u32, host: &str, pid: u32) -> String {
+    format!(".p{id:04}.{host}.{pid}.tmp")
+}
+
+/// `(host, pid)` of a temporary directory's name (`host` empty in the names of earlier
+/// versions, `.p0007.4242.tmp`: this machine).
+fn parse_tmp_name(name: &str) -> Option<(&str, i32)> {
+    let rest = name.strip_prefix(".p")?.strip_suffix(".tmp")?;
+    let (_id, rest) = rest.split_once('.')?;
+    let (host, pid) = rest.rsplit_once('.').unwrap_or(("", rest));
+    Some((host, pid.parse().ok()?))
+}
+
 /// Removes temporary directories of points whose process is gone (killed sweeps); returns
-/// how many. A directory of a process still alive on this machine is kept.
+/// how many. A directory of a process still alive on this machine, or of another machine
+/// (a Slurm node: see [`remove_unfinished`]), is kept.
 pub fn remove_stale(dir: &Path) -> usize {
+    let here = hostname();
+    remove_tmp_dirs(dir, |host, pid| {
+        // SAFETY: signal 0 only checks that the process exists.
+        (host.is_empty() || host == here) && unsafe { libc::kill(pid, 0) } != 0
+    })
+}
+
+/// Removes every point's temporary directory, whatever machine it was on: for when every
+/// process that could run a point has ended (a Slurm job array that has left the queue).
+/// Returns how many.
+pub fn remove_unfinished(dir: &Path) -> usize {
+    remove_tmp_dirs(dir, |_, _| true)
+}
+
+fn remove_tmp_dirs(dir: &Path, remove: impl Fn(&str, i32) -> bool) -> usize {
     let Ok(entries) = std::fs::read_dir(dir.join("points")) else {
         return 0;
     };
     let mut removed = 0;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_suffix(".tmp")
-            .and_then(|s| s.rsplit('.').next())
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
+        let Some((host, pid)) = parse_tmp_name(&name) else {
             continue;
         };
-        // SAFETY: signal 0 only checks that the process exists.
-        let alive = unsafe { libc::kill(pid, 0) } == 0;
-        if !alive && std::fs::remove_dir_all(e.path()).is_ok() {
+        if remove(host, pid) && std::fs::remove_dir_all(e.path()).is_ok() {
             removed += 1;
         }
     }
@@ -120,9 +147,13 @@ pub fn run_point(
         return Ok(None);
     }
     let pid = std::process::id();
-    let tmp = dir.join("points").join(format!(".p{id:04}.{pid}.tmp"));
+    let host = hostname();
+    let tmp = dir.join("points").join(tmp_name(id, &host, pid));
     std::fs::create_dir_all(&tmp).with_context(|| format!("create {}", tmp.display()))?;
     let started = engine::plan::utc_now();
+    let started_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     let clock = std::time::Instant::now();
     let data_dir = tmp.join("results");
     let out = experiment(&plan.run_args(dir, point, &data_dir), &data_dir);
@@ -140,10 +171,11 @@ pub fn run_point(
         status: if out.status == 0 { "ok" } else { "failed" }.into(),
         exit_status: out.status,
         error: (out.status != 0).then_some(out.tail),
-        host: hostname(),
+        host,
         pid,
         slurm: slurm_ids(),
         started,
+        started_unix_s,
         wall_s: clock.elapsed().as_secs_f64(),
         earlier_errors,
     };
@@ -230,13 +262,23 @@ mod tests {
     fn stale_temporary_directories_of_dead_processes_are_removed() {
         let dir = tempfile::tempdir().unwrap();
         let points = dir.path().join("points");
+        let me = std::process::id();
         // A process id above the kernel's maximum (4194304) is never alive.
-        let dead = points.join(".p0001.999999999.tmp");
-        let alive = points.join(format!(".p0002.{}.tmp", std::process::id()));
-        for d in [&dead, &alive] {
+        let dead = points.join(tmp_name(1, &hostname(), 999_999_999));
+        let dead_old_name = points.join(".p0003.999999999.tmp");
+        let alive = points.join(tmp_name(2, &hostname(), me));
+        let elsewhere = points.join(tmp_name(4, "node-7.cluster", 999_999_999));
+        for d in [&dead, &dead_old_name, &alive, &elsewhere] {
             std::fs::create_dir_all(d).unwrap();
         }
-        assert_eq!(remove_stale(dir.path()), 1);
-        assert!(!dead.exists() && alive.exists());
+        assert_eq!(remove_stale(dir.path()), 2);
+        assert!(!dead.exists() && !dead_old_name.exists());
+        assert!(alive.exists() && elsewhere.exists());
+        assert_eq!(
+            parse_tmp_name(".p0004.node-7.cluster.12.tmp"),
+            Some(("node-7.cluster", 12))
+        );
+        assert_eq!(remove_unfinished(dir.path()), 2);
+        assert_eq!(std::fs::read_dir(&points).unwrap().count(), 0);
     }
 }

@@ -14,12 +14,16 @@ use super::{install_interrupt_handler, secs};
 
 /// `pantheon calibrate`'s flags.
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub(crate) struct CalibrateArgs {
     /// The real path's results: a results directory (ours or Pantheon's archived logs), or a
     /// table — .csv with a header `scheme,tput_mbps,delay_ms[,loss_pct,runs]` (median
     /// throughput in Mbit/s, median p95 one-way delay in ms, loss in percent), or .json, an
     /// array of objects with those keys.
-    target: PathBuf,
+    #[arg(required = true)]
+    target: Option<PathBuf>,
+    #[command(subcommand)]
+    action: Option<CalibrateAction>,
     /// Schemes to run over each candidate, e.g. "cubic bbr" (default: the target's schemes
     /// that can run here).
     #[arg(long)]
@@ -31,9 +35,16 @@ pub(crate) struct CalibrateArgs {
     #[arg(long, default_value_t = 1)]
     run_times: u32,
     /// Candidates measured at once, each in its own namespaces (they share the CPUs: keep
-    /// it at or below the number of cores).
-    #[arg(long, default_value_t = 1)]
-    jobs: usize,
+    /// it at or below the number of cores). Default 1; with --executor slurm, the
+    /// allocation's tasks (SLURM_NTASKS).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Where candidates are measured: `local`, here; `slurm`, each as a job step (`srun
+    /// --exact`) inside the Slurm allocation this runs in (sbatch or salloc; each step gets
+    /// SLURM_CPUS_PER_TASK CPUs, default 1), --out on a filesystem its nodes share. See
+    /// docs/slurm.md.
+    #[arg(long, value_enum, default_value_t = Executor::Local)]
+    executor: Executor,
     /// Evaluations per delivery process, the initial design included.
     #[arg(long, default_value_t = 40)]
     max_evals: usize,
@@ -83,6 +94,25 @@ pub(crate) struct CalibrateArgs {
     simulate: bool,
 }
 
+/// `--executor`.
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum Executor {
+    /// Here, --jobs candidates at a time.
+    Local,
+    /// Job steps of the Slurm allocation this runs in.
+    Slurm,
+}
+
+#[derive(clap::Subcommand)]
+enum CalibrateAction {
+    /// Measure one candidate (what --executor slurm's job steps run): reads REQUEST
+    /// (OUT/evals/N/request.json, written by the calibration), writes result.json beside it.
+    Step {
+        /// The evaluation's request.
+        request: PathBuf,
+    },
+}
+
 /// `--delivery`.
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum DeliveryArg {
@@ -107,12 +137,41 @@ fn parse_range<T: std::str::FromStr>(s: &str) -> Result<(T, T), String> {
     Ok((p(a)?, p(b)?))
 }
 
-pub(crate) fn exec(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn exec(mut a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     use engine::calibrate;
+    if let Some(CalibrateAction::Step { request }) = &a.action {
+        install_interrupt_handler()?;
+        let r = calibrate::run_step(request)?;
+        return Ok(match r.error {
+            None => ExitCode::SUCCESS,
+            Some(e) => {
+                eprintln!("evaluation failed: {e}");
+                ExitCode::from(1)
+            }
+        });
+    }
+    let allocation = match a.executor {
+        Executor::Local => None,
+        Executor::Slurm => Some(engine::slurm::allocation().ok_or_else(|| {
+            let args: Vec<String> = std::env::args()
+                .skip(2)
+                .filter(|x| x != "--executor" && x != "slurm" && x != "--executor=slurm")
+                .map(|x| engine::slurm::shell_quote(&x))
+                .collect();
+            engine::slurm::outside_allocation("pantheon calibrate", &args.join(" "))
+        })?),
+    };
+    if let Some(al) = &allocation {
+        a.jobs = a.jobs.or(al.ntasks);
+        // The steps may run on other nodes, from another directory.
+        std::fs::create_dir_all(&a.out).with_context(|| format!("create {}", a.out.display()))?;
+        a.out = a.out.canonicalize()?;
+    }
     let registry = Registry::load(a.schemes_dir.as_deref())?;
-    let target = calibrate::load_target(&a.target, &registry)?;
+    let target_path = a.target.clone().context("the target is required")?;
+    let target = calibrate::load_target(&target_path, &registry)?;
     let schemes = a.schemes(&target, &registry)?;
-    if a.jobs == 0 || a.max_evals == 0 || a.run_times == 0 {
+    if a.jobs == Some(0) || a.max_evals == 0 || a.run_times == 0 {
         anyhow::bail!("--jobs, --max-evals and --run-times must be at least 1");
     }
     if a.simulate {
@@ -122,7 +181,7 @@ pub(crate) fn exec(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
                 .check_simulated()
                 .context("--simulate")?;
         }
-    } else {
+    } else if allocation.is_none() {
         engine::clean::before_creating_namespaces("pantheon calibrate")?;
     }
     let opts = a.options(schemes)?;
@@ -146,11 +205,31 @@ pub(crate) fn exec(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
         )
         .expect("valid template"),
     );
-    let evaluator = calibrate::LocalEvaluator {
+    let local = calibrate::LocalEvaluator {
         registry: &registry,
         opts: &opts,
     };
-    let outcome = calibrate::calibrate(&target, &opts, &registry, &evaluator, &bar);
+    let steps;
+    let evaluator: &dyn engine::calibrate::Evaluator = match &allocation {
+        None => &local,
+        Some(al) => {
+            let cpus = std::env::var("SLURM_CPUS_PER_TASK")
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(1);
+            eprintln!(
+                "each evaluation a job step of Slurm job {} ({cpus} CPU(s) each)",
+                al.job_id
+            );
+            steps = calibrate::StepEvaluator {
+                opts: &opts,
+                exe: std::env::current_exe().context("find the pantheon program")?,
+                cpus,
+            };
+            &steps
+        }
+    };
+    let outcome = calibrate::calibrate(&target, &opts, &registry, evaluator, &bar);
     bar.0.finish_and_clear();
     print_outcome(&outcome?, &opts);
     Ok(if INTERRUPTED.load(Ordering::SeqCst) {
@@ -198,7 +277,7 @@ impl CalibrateArgs {
             schemes,
             runtime: secs(self.runtime, "--runtime")?,
             run_times: self.run_times,
-            jobs: self.jobs,
+            jobs: self.jobs.unwrap_or(1),
             max_evals: self.max_evals,
             initial_evals: self.initial_evals,
             confirm: self.confirm,

@@ -11,9 +11,11 @@ use engine::record::{RunOutcome, RunRecord};
 use engine::runner::INTERRUPTED;
 use engine::schemes::Registry;
 use sweep::exec::Status;
+use sweep::file::SlurmSection;
 use sweep::file::SweepFile;
 use sweep::plan::SweepPlan;
 use sweep::point::{Outcome, INTERRUPTED_STATUS};
+use sweep::slurm::SlurmOptions;
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -26,10 +28,42 @@ pub(crate) struct SweepArgs {
     /// into it again runs only the points not done (never run, interrupted or failed).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Points (experiments) run at a time, each in its own namespaces. On 2 cores, 2 change no
-    /// result at rates up to 50 Mbit/s; see docs/sweep.md for what was measured.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    jobs: u16,
+    /// Points (experiments) run at a time, each in its own namespaces (default 1). On 2 cores,
+    /// 2 change no result at rates up to 50 Mbit/s; see docs/sweep.md for what was measured.
+    /// With --executor slurm: array tasks running at once (`--array=…%N`; default: as many as
+    /// Slurm gives).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=10000))]
+    jobs: Option<u16>,
+    /// Where the points run: `local`, here, --jobs at a time; `slurm`, as one job array on a
+    /// Slurm cluster (`sbatch`; the results directory on a filesystem the nodes share, and
+    /// `pantheon` at the same path on them; see docs/slurm.md).
+    #[arg(long, value_enum, default_value_t = Executor::Local)]
+    executor: Executor,
+    /// Slurm: the partition (sbatch --partition; or `partition` in the sweep file's [slurm]).
+    #[arg(long, help_heading = "Slurm (--executor slurm)")]
+    partition: Option<String>,
+    /// Slurm: the time limit of each array task (sbatch --time: MM, HH:MM:SS, D-HH); a point
+    /// takes its runtime and about 10 s of setup and analysis.
+    #[arg(long, help_heading = "Slurm (--executor slurm)")]
+    time: Option<String>,
+    /// Slurm: CPUs per array task (sbatch --cpus-per-task; default 2).
+    #[arg(long, help_heading = "Slurm (--executor slurm)", value_parser = clap::value_parser!(u32).range(1..))]
+    cpus_per_task: Option<u32>,
+    /// Slurm: points run one after another by each array task, for sites that limit array
+    /// sizes or job counts (default 1: the array index is the point's id).
+    #[arg(long, help_heading = "Slurm (--executor slurm)", value_parser = clap::value_parser!(u32).range(1..))]
+    pack: Option<u32>,
+    /// Slurm: one more sbatch option, as one argument (repeatable): --sbatch-arg=--qos=short.
+    #[arg(
+        long,
+        help_heading = "Slurm (--executor slurm)",
+        allow_hyphen_values = true
+    )]
+    sbatch_arg: Vec<String>,
+    /// Write the plan and print what would run (the batch script, with --executor slurm)
+    /// without running or submitting anything.
+    #[arg(long)]
+    dry_run: bool,
     /// Extra scheme descriptors (*.toml) to check the mixes' schemes against.
     #[arg(long)]
     schemes_dir: Option<PathBuf>,
@@ -37,16 +71,26 @@ pub(crate) struct SweepArgs {
     action: Option<SweepAction>,
 }
 
+/// `--executor`.
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum Executor {
+    /// Here, --jobs points at a time.
+    Local,
+    /// A Slurm job array.
+    Slurm,
+}
+
 #[derive(Subcommand)]
 enum SweepAction {
-    /// Run one point of the sweep in DIR (what the executors run): nothing if it is done;
-    /// otherwise its experiment, placed in DIR/points/pNNNN when it ends. Exit status 0 done,
-    /// 1 failed, 130 interrupted.
+    /// Run points of the sweep in DIR (what the executors run), one after another: nothing
+    /// for a point that is done; otherwise its experiment, placed in DIR/points/pNNNN when it
+    /// ends. Exit status 0 all done, 1 one failed, 130 interrupted.
     Point {
         /// The sweep's results directory.
         dir: PathBuf,
-        /// The point's number (sweep_plan.json).
-        id: u32,
+        /// The points' numbers (sweep_plan.json).
+        #[arg(required = true)]
+        ids: Vec<u32>,
     },
     /// How many points are done, failed and to run, from the results directory alone.
     Status {
@@ -62,7 +106,17 @@ enum SweepAction {
 
 pub(crate) fn exec(a: SweepArgs) -> anyhow::Result<ExitCode> {
     match a.action {
-        Some(SweepAction::Point { dir, id }) => point(&dir, id),
+        Some(SweepAction::Point { dir, ids }) => {
+            let mut worst = ExitCode::SUCCESS;
+            for id in ids {
+                match point(&dir, id)? {
+                    c if c == ExitCode::from(130) => return Ok(c),
+                    c if c != ExitCode::SUCCESS => worst = c,
+                    _ => {}
+                }
+            }
+            Ok(worst)
+        }
         Some(SweepAction::Status { dir }) => {
             let plan = SweepPlan::load(&dir)?;
             let s = Status::read(&dir, &plan);
@@ -85,27 +139,37 @@ pub(crate) fn exec(a: SweepArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         None => {
-            let file = a.file.context("the sweep file is required")?;
-            run(&file, a.out, usize::from(a.jobs), a.schemes_dir.as_deref())
+            let file = a.file.clone().context("the sweep file is required")?;
+            run(&file, &a)
         }
     }
 }
 
 /// Checks the sweep file against the scheme and emulator libraries, freezes it into the
-/// results directory, runs the missing points and collects them.
-fn run(
-    file: &Path,
-    out: Option<PathBuf>,
-    jobs: usize,
-    schemes_dir: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
+/// results directory, runs the missing points (here or on Slurm) and collects them.
+fn run(file: &Path, a: &SweepArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
     let f = SweepFile::parse(&text, &file.display().to_string())?;
-    let registry = Registry::load(schemes_dir)?;
-    let plan = SweepPlan::new(&f);
+    let registry = Registry::load(a.schemes_dir.as_deref())?;
+    let mut plan = SweepPlan::new(&f);
     plan.check(&registry)
         .with_context(|| file.display().to_string())?;
-    let dir = out.unwrap_or_else(|| PathBuf::from("results").join(format!("sweep-{}", f.name)));
+    let dir = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(format!("sweep-{}", f.name)));
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    // Absolute, as the points may run elsewhere (Slurm nodes) from another directory.
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("find {}", dir.display()))?;
+    plan.schemes_dir = match &a.schemes_dir {
+        Some(d) => Some(
+            d.canonicalize()
+                .with_context(|| format!("--schemes-dir {}", d.display()))?,
+        ),
+        None => None,
+    };
     plan.freeze(&dir)?;
     eprintln!(
         "Sweep {}: {} environments × {} runs → {} points of {} s, in {}",
@@ -116,9 +180,28 @@ fn run(
         f.runtime,
         dir.display()
     );
-    super::install_interrupt_handler()?;
     let exe = std::env::current_exe().context("find the pantheon program")?;
-    let status = sweep::exec::run_local(&dir, &exe, jobs, &INTERRUPTED)?;
+    let slurm_opts = (a.executor == Executor::Slurm).then(|| {
+        let flags = SlurmSection {
+            partition: a.partition.clone(),
+            time: a.time.clone(),
+            cpus_per_task: a.cpus_per_task,
+            pack: a.pack,
+            sbatch_args: a.sbatch_arg.clone(),
+        };
+        SlurmOptions::merged(&f.slurm, &flags, a.jobs.map(usize::from))
+    });
+    if a.dry_run {
+        return dry_run(&dir, &exe, slurm_opts.as_ref(), a.jobs);
+    }
+    super::install_interrupt_handler()?;
+    let status = match &slurm_opts {
+        Some(o) => sweep::slurm::run_slurm(&dir, &exe, o, &INTERRUPTED)?,
+        None => {
+            let jobs = usize::from(a.jobs.unwrap_or(1));
+            sweep::exec::run_local(&dir, &exe, jobs, &INTERRUPTED)?
+        }
+    };
     println!("{}", collect(&dir, &plan, &status, &registry)?);
     if INTERRUPTED.load(Ordering::SeqCst) {
         eprintln!(
@@ -127,11 +210,45 @@ fn run(
         );
         return Ok(ExitCode::from(130));
     }
-    Ok(if status.failed.is_empty() {
+    Ok(if status.failed.is_empty() && status.missing.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `--dry-run`: what would run, and with Slurm the batch script (written, not submitted).
+fn dry_run(
+    dir: &Path,
+    exe: &Path,
+    slurm_opts: Option<&SlurmOptions>,
+    jobs: Option<u16>,
+) -> anyhow::Result<ExitCode> {
+    let plan = SweepPlan::load(dir)?;
+    let status = Status::read(dir, &plan);
+    eprintln!("{}", status.line());
+    match slurm_opts {
+        None => {
+            let ids: Vec<String> = status.to_run().iter().map(|i| format!("p{i:04}")).collect();
+            println!(
+                "would run {} point(s), {} at a time: {}",
+                ids.len(),
+                jobs.unwrap_or(1),
+                ids.join(" ")
+            );
+        }
+        Some(o) => match sweep::slurm::prepare(dir, exe, o, engine::slurm::max_array_size())? {
+            None => println!("nothing to submit"),
+            Some((path, text, _)) => {
+                eprintln!(
+                    "the batch script, not submitted (sbatch {}):",
+                    path.display()
+                );
+                print!("{text}");
+            }
+        },
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The table, plots and summary of the sweep in `dir`.
