@@ -19,15 +19,20 @@ REPS=${1:-3}
 SECS=${2:-10}
 PINGS=${3:-100}
 cd "$(dirname "$0")/.."
-source scripts/setup.sh   # root check, iperf3 & ping, cargo, CARGO_TARGET_DIR
-need_packages jq
-echo ">> cargo build --release --workspace --bin pantheon-tunnel" >&2
-cargo build --quiet --release --workspace --bin pantheon-tunnel
-BIN="$CARGO_TARGET_DIR/release/pantheon-tunnel"
+if [ -n "${PANTHEON_TUNNEL_BIN:-}" ]; then
+  # bench/rootless.sh: a tunnel built already, run inside a user namespace (no apt, no cargo).
+  BIN=$PANTHEON_TUNNEL_BIN
+else
+  source scripts/setup.sh   # root check, iperf3 & ping, cargo, CARGO_TARGET_DIR
+  need_packages jq
+  echo ">> cargo build --release --workspace --bin pantheon-tunnel" >&2
+  cargo build --quiet --release --workspace --bin pantheon-tunnel
+  BIN="$CARGO_TARGET_DIR/release/pantheon-tunnel"
+fi
 
 A="ptb-$$-a"
 B="ptb-$$-b"
-OUT=$(mktemp -d /tmp/ptbench.XXXXXX)
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/ptbench.XXXXXX")
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done

@@ -288,6 +288,11 @@ pub struct Metadata {
     /// Prefix of the run's network namespaces (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netns_prefix: Option<String>,
+    /// The runs ran without root, inside a user namespace of their own (ours; see the
+    /// engine's `rootless` module): the tunnel's socket buffers were clamped to
+    /// `net.core.rmem_max`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rootless: bool,
     /// The runs were simulated (`pantheon run sim`): QUIC flows and the emulator on a virtual
     /// clock, logs whose clock starts at the Unix epoch (ours).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

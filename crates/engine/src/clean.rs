@@ -38,10 +38,11 @@ pub fn remove_orphans() -> Removed {
     }
 }
 
-/// What a command that creates namespaces does first: errors unless it runs as root (`command`
-/// names it: "`pantheon run local` needs root (network namespaces and TUN devices)"), then
-/// removes the orphans of killed commands, saying so.
+/// What a command that creates namespaces does first: as an ordinary user, runs again inside
+/// namespaces of its own ([`crate::rootless::enter`]; errors naming what the machine lacks for
+/// that), then removes the orphans of killed commands, saying so.
 pub fn before_creating_namespaces(command: &str) -> anyhow::Result<()> {
+    crate::rootless::enter(command)?;
     require_root(command, "network namespaces and TUN devices")?;
     remove_orphans_noisily();
     Ok(())

@@ -32,6 +32,8 @@
 //! - [`clean`]: what killed commands left behind (namespaces named after a dead pid), removed.
 //! - [`compare`]: `pantheon compare A B`, two results directories side by side.
 //! - [`calibrate`]: `pantheon calibrate`, an emulator fitted to a real path's results.
+//! - [`rootless`]: commands that create namespaces, run by an ordinary user inside a user
+//!   namespace of their own.
 //! - [`slurm`]: Slurm's command-line tools (`sbatch`, `squeue`, `scancel`, `srun`), for the
 //!   sweep's job arrays and the calibration's job steps.
 
@@ -43,6 +45,7 @@ pub mod compare;
 pub mod mix;
 pub mod plan;
 pub mod record;
+pub mod rootless;
 pub mod runner;
 pub mod schemes;
 pub mod sequence;

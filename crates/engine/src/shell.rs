@@ -249,6 +249,12 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
         return run_mahimahi(&chain, &chain_words);
     }
     path.ms_clock = opts.ms_clock;
+    // The shell's NAT to the machine's network (iptables, ip_forward) is the machine's root's
+    // to set: no rootless shell.
+    crate::clean::require_root(
+        "pantheon shell",
+        "NAT from the emulated path to the machine's network",
+    )?;
     crate::clean::before_creating_namespaces("pantheon shell")?;
 
     let (outer_addr, inner_addr) = two_unassigned_addresses(&used_addresses()?)

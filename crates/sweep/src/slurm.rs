@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! <dir>/slurm/sweep-<UTC time>.sh     the batch script submitted (also: --dry-run prints it)
+//! <dir>/slurm/sweep-<UTC time>.json   its job id, array and submission time
 //! <dir>/slurm/sweep-<UTC time>.ids    with --pack K (or more points than the site's
 //!                                     MaxArraySize): line i = the points of array task i
 //! <dir>/logs/pNNNN.log                point NNNN's output (array index = point id), or
@@ -236,6 +237,18 @@ pub fn run_slurm(
     };
     let t_submit = Instant::now();
     let job = slurm::submit(&script)?;
+    let submitted_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let job_record = serde_json::json!({
+        "job": job,
+        "array": sub.array,
+        "submitted_unix_s": submitted_unix_s,
+        "script": script.display().to_string(),
+    });
+    let job_file = script.with_extension("json");
+    std::fs::write(&job_file, serde_json::to_string_pretty(&job_record)?)
+        .with_context(|| format!("write {}", job_file.display()))?;
     let tasks = sub.tasks.as_ref().map_or(before.to_run().len(), Vec::len);
     eprintln!(
         "{}; submitted job array {job} ({tasks} task(s), --array={}): {}",
@@ -249,10 +262,11 @@ pub fn run_slurm(
             .expect("valid template"),
     );
     let mut reported: BTreeSet<u32> = before.failed.iter().copied().collect();
+    let submitted = before.to_run();
     let mut cancelled = false;
     let mut squeue_errors = 0;
-    let mut first_start: Option<Duration> = None;
-    loop {
+    let mut queued: Vec<slurm::Queued> = Vec::new();
+    for tick in 0u64.. {
         if interrupted.load(Ordering::SeqCst) && !cancelled {
             cancelled = true;
             bar.suspend(|| eprintln!("interrupted: cancelling job {job} (scancel)…"));
@@ -260,25 +274,36 @@ pub fn run_slurm(
                 bar.suspend(|| eprintln!("{e:#}"));
             }
         }
-        let queued = match slurm::queue(&job) {
-            Ok(q) => {
-                squeue_errors = 0;
-                q
-            }
-            Err(e) => {
-                squeue_errors += 1;
-                if squeue_errors >= 30 {
-                    bar.finish_and_clear();
-                    return Err(e.context(format!(
-                        "squeue failed 30 times in a row: job {job} may still be running \
-                         (`squeue -j {job}`); run this command again when Slurm answers"
-                    )));
-                }
-                std::thread::sleep(Duration::from_secs(2));
-                continue;
-            }
-        };
+        // The results directory every 2 s; the controller every 10 s (sites ask not to poll
+        // it often), or as soon as every submitted point has placed its record.
         let now = Status::read(dir, &plan);
+        let ended = submitted
+            .iter()
+            .filter(|&&id| {
+                record(dir, id).is_some_and(|r| r.started_unix_s >= submitted_unix_s - 1.0)
+            })
+            .count();
+        if tick % 5 == 0 || ended == submitted.len() || cancelled {
+            match slurm::queue(&job) {
+                Ok(q) => {
+                    squeue_errors = 0;
+                    queued = q;
+                    if queued.is_empty() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    squeue_errors += 1;
+                    if squeue_errors >= 30 {
+                        bar.finish_and_clear();
+                        return Err(e.context(format!(
+                            "squeue failed 30 times in a row: job {job} may still be running \
+                             (`squeue -j {job}`); run this command again when Slurm answers"
+                        )));
+                    }
+                }
+            }
+        }
         bar.set_position(now.ok.len() as u64);
         for id in &now.failed {
             if reported.insert(*id) {
@@ -293,15 +318,8 @@ pub fn run_slurm(
             }
         }
         let running = queued.iter().filter(|q| q.state == "RUNNING").count();
-        if running > 0 && first_start.is_none() {
-            first_start = Some(t_submit.elapsed());
-        }
-        if queued.is_empty() {
-            break;
-        }
         let pending = queued.len() - running;
-        // What is still queued, in points (a packed task runs up to `pack`).
-        let left = (queued.len() * opts.pack as usize).min(now.missing.len() + now.failed.len());
+        let left = submitted.len() - ended;
         let mean = now.mean_wall_s.unwrap_or(plan.file.runtime + 15.0);
         bar.set_message(format!(
             "({} failed) job {job}: {running} running, {pending} pending · ETA {}",
@@ -313,10 +331,16 @@ pub fn run_slurm(
     bar.finish_and_clear();
     let left = remove_unfinished(dir);
     let after = Status::read(dir, &plan);
+    let first_start = submitted
+        .iter()
+        .filter_map(|&id| record(dir, id))
+        .map(|r| r.started_unix_s)
+        .filter(|&t| t >= submitted_unix_s - 1.0)
+        .reduce(f64::min);
     if let Some(t) = first_start {
         eprintln!(
-            "job {job}: first task started {:.1} s after submission; all ended {} after",
-            t.as_secs_f64(),
+            "job {job}: the first point started {:.1} s after submission; all ended {} after",
+            t - submitted_unix_s,
             hms(t_submit.elapsed().as_secs_f64())
         );
     }

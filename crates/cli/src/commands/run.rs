@@ -455,6 +455,7 @@ pub(crate) fn run_emulated(
     let mut metadata = plan.metadata(&registry);
     metadata.baseline = baseline;
     metadata.netns_prefix = (!simulate).then(|| netns_prefix.clone());
+    metadata.rootless = !simulate && engine::rootless::is_rootless();
     metadata.emulator_preset = a.emulator.clone();
     if let Existing::Append(earlier) = &existing {
         plan.check_append(earlier, &metadata)?;
