@@ -241,6 +241,16 @@ fn processes_naming(path: &Path) -> Vec<String> {
     found
 }
 
+/// No job in the queue, no namespace of ours beyond `before`, no process naming `work`.
+fn nothing_left(cluster: &Cluster, before: &BTreeSet<String>, work: &Path) {
+    let jobs = cluster.queue();
+    assert!(jobs.is_empty(), "jobs left: {jobs:?}");
+    let left: Vec<String> = our_namespaces().difference(before).cloned().collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
+    let procs = processes_naming(work);
+    assert!(procs.is_empty(), "processes left: {procs:?}");
+}
+
 fn sweep_file(dir: &Path, name: &str, env: &str, mixes: &str, runs: u32) -> PathBuf {
     let f = dir.join(format!("{name}.toml"));
     std::fs::write(
@@ -462,15 +472,7 @@ fn a_sweep_runs_as_a_job_array_resumes_what_was_cancelled_and_keeps_a_failure() 
     );
 
     // Nothing left behind.
-    assert!(
-        cluster.queue().is_empty(),
-        "jobs left: {:?}",
-        cluster.queue()
-    );
-    let left: Vec<String> = our_namespaces().difference(&before).cloned().collect();
-    assert!(left.is_empty(), "namespaces left: {left:?}");
-    let procs = processes_naming(&work);
-    assert!(procs.is_empty(), "processes left: {procs:?}");
+    nothing_left(&cluster, &before, &work);
 }
 
 #[test]
@@ -544,13 +546,5 @@ fn a_calibration_runs_its_evaluations_as_job_steps() {
     );
     assert!(log.contains("job step"), "{log}");
 
-    assert!(
-        cluster.queue().is_empty(),
-        "jobs left: {:?}",
-        cluster.queue()
-    );
-    let left: Vec<String> = our_namespaces().difference(&before).cloned().collect();
-    assert!(left.is_empty(), "namespaces left: {left:?}");
-    let procs = processes_naming(&work);
-    assert!(procs.is_empty(), "processes left: {procs:?}");
+    nothing_left(&cluster, &before, &work);
 }

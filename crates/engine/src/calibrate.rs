@@ -440,14 +440,24 @@ impl Evaluator for LocalEvaluator<'_> {
         seed: u64,
         n: usize,
     ) -> Result<BTreeMap<String, SchemeRuns>, String> {
-        let dir = self.opts.out_dir.join("evals").join(n.to_string());
         let tag = format!("{}-e{n}", self.opts.netns_prefix);
-        let measured = self.run(c, seed, &dir, &tag);
-        if !self.opts.keep_runs {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        measured.map_err(|e| format!("{e:#}"))
+        in_eval_dir(self.opts, n, |dir| self.run(c, seed, dir, &tag))
     }
+}
+
+/// Runs `measure` in evaluation `n`'s directory (`out_dir/evals/<n>/`), removed after unless
+/// `keep_runs`; errors as the fit takes them (a string with the whole chain).
+fn in_eval_dir(
+    opts: &CalibrateOptions,
+    n: usize,
+    measure: impl FnOnce(&Path) -> anyhow::Result<BTreeMap<String, SchemeRuns>>,
+) -> Result<BTreeMap<String, SchemeRuns>, String> {
+    let dir = opts.out_dir.join("evals").join(n.to_string());
+    let measured = measure(&dir);
+    if !opts.keep_runs {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    measured.map_err(|e| format!("{e:#}"))
 }
 
 impl LocalEvaluator<'_> {
@@ -560,12 +570,7 @@ impl Evaluator for StepEvaluator<'_> {
         seed: u64,
         n: usize,
     ) -> Result<BTreeMap<String, SchemeRuns>, String> {
-        let dir = self.opts.out_dir.join("evals").join(n.to_string());
-        let measured = self.step(c, seed, n, &dir);
-        if !self.opts.keep_runs {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        measured.map_err(|e| format!("{e:#}"))
+        in_eval_dir(self.opts, n, |dir| self.step(c, seed, n, dir))
     }
 }
 

@@ -89,6 +89,18 @@ pub(crate) fn hms(s: f64) -> String {
     format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
+/// What every executor does first: loads the plan of the sweep in `dir`, removes the
+/// temporary directories of points whose process is gone (saying so), and reads the status.
+pub(crate) fn begin(dir: &Path) -> anyhow::Result<(SweepPlan, Status)> {
+    let plan = SweepPlan::load(dir)?;
+    let stale = remove_stale(dir);
+    if stale > 0 {
+        eprintln!("removed {stale} unfinished point(s) of an earlier sweep that was stopped");
+    }
+    let before = Status::read(dir, &plan);
+    Ok((plan, before))
+}
+
 /// Runs the missing and failed points of the sweep in `dir` with `exe` (`pantheon`), `jobs`
 /// at a time, until all have ended or `interrupted` is set; returns the status after.
 pub fn run_local(
@@ -97,12 +109,7 @@ pub fn run_local(
     jobs: usize,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<Status> {
-    let plan = SweepPlan::load(dir)?;
-    let stale = remove_stale(dir);
-    if stale > 0 {
-        eprintln!("removed {stale} unfinished point(s) of an earlier sweep that was stopped");
-    }
-    let before = Status::read(dir, &plan);
+    let (plan, before) = begin(dir)?;
     eprintln!("{}; {jobs} at a time", before.line());
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("create {}", logs.display()))?;

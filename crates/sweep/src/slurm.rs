@@ -29,7 +29,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::exec::{eta_s, hms, Status};
 use crate::file::SlurmSection;
 use crate::plan::SweepPlan;
-use crate::point::{record, remove_stale, remove_unfinished};
+use crate::point::{record, remove_unfinished};
 
 /// CPUs per array task when neither the flag nor the sweep file says.
 pub const DEFAULT_CPUS_PER_TASK: u32 = 2;
@@ -225,12 +225,7 @@ pub fn run_slurm(
     opts: &SlurmOptions,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<Status> {
-    let plan = SweepPlan::load(dir)?;
-    let stale = remove_stale(dir);
-    if stale > 0 {
-        eprintln!("removed {stale} unfinished point(s) of an earlier sweep that was stopped");
-    }
-    let before = Status::read(dir, &plan);
+    let (plan, before) = crate::exec::begin(dir)?;
     let Some((script, _, sub)) = prepare(dir, exe, opts, slurm::max_array_size())? else {
         eprintln!("{}: nothing to submit", before.line());
         return Ok(before);

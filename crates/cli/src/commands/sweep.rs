@@ -199,6 +199,9 @@ fn run(file: &Path, a: &SweepArgs) -> anyhow::Result<ExitCode> {
         Some(o) => sweep::slurm::run_slurm(&dir, &exe, o, &INTERRUPTED)?,
         None => {
             let jobs = usize::from(a.jobs.unwrap_or(1));
+            if jobs > 64 {
+                anyhow::bail!("--jobs {jobs}: at most 64 points at a time on one machine");
+            }
             sweep::exec::run_local(&dir, &exe, jobs, &INTERRUPTED)?
         }
     };
