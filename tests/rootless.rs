@@ -79,16 +79,33 @@ impl User {
             .unwrap()
     }
 
-    /// Processes of this user still running.
+    /// Processes of this user still running (from /proc: no `ps` needed).
     fn processes(&self) -> Vec<String> {
-        let o = Command::new("ps")
-            .args(["-u", &self.name, "-o", "pid=,args="])
+        let o = Command::new("id")
+            .arg("-u")
+            .arg(&self.name)
             .output()
             .unwrap();
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(str::to_owned)
-            .collect()
+        let uid = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
+                continue;
+            };
+            let owner = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().next());
+            if owner == Some(uid.as_str()) {
+                let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                found.push(format!(
+                    "{}: {}",
+                    e.file_name().to_string_lossy(),
+                    String::from_utf8_lossy(&cmd).replace('\0', " ")
+                ));
+            }
+        }
+        found
     }
 }
 

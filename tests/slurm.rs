@@ -1,7 +1,8 @@
 //! On a real one-node Slurm cluster (issue 33): a sweep as a job array, two points at a
 //! time; one array task cancelled with `scancel` mid-run and the same command resubmitting
 //! that point only; a point whose scheme the node does not know failing alone with its error
-//! kept; a calibration whose two evaluations are job steps inside `sbatch --wait`.
+//! kept; a calibration whose two evaluations, and a training whose rollouts, are job steps
+//! inside `sbatch --wait`.
 //!
 //! The cluster is Debian's `slurmctld`, `slurmd`, `slurm-client` and `munge` (CI installs
 //! them), configured in a directory of this test's own (`SLURM_CONF`), with a munge daemon on
@@ -546,5 +547,57 @@ fn a_calibration_runs_its_evaluations_as_job_steps() {
     );
     assert!(log.contains("job step"), "{log}");
 
+    nothing_left(&cluster, &before, &work);
+}
+
+#[test]
+fn a_training_iteration_runs_its_rollouts_as_job_steps() {
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
+    let before = our_namespaces();
+    let cluster = Cluster::start("train");
+    let work = cluster.work();
+    let out = work.join("model");
+    let args = format!(
+        "train indigo --executor slurm --emulators policer-12mbps-20ms --rollout-secs 1 \
+         --iterations 2 --epochs 2 --out {}",
+        out.display()
+    );
+
+    // Outside an allocation: refused, saying how to get one.
+    let o = cluster
+        .pantheon()
+        .args(args.split_whitespace())
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("salloc"), "{t}");
+    assert!(!out.join("training.jsonl").exists());
+
+    let o = cluster
+        .cmd("sbatch")
+        .args(["--wait", "-n", "2", "-c", "1", "--job-name=pantheon-train"])
+        .arg(format!("--output={}", work.join("train.log").display()))
+        .arg(format!("--wrap={PANTHEON} {args}"))
+        .output()
+        .unwrap();
+    let log = std::fs::read_to_string(work.join("train.log")).unwrap_or_default();
+    assert!(o.status.success(), "{}\n{log}", text(&o));
+    let iterations = std::fs::read_to_string(out.join("training.jsonl")).unwrap();
+    assert_eq!(iterations.lines().count(), 2, "{iterations}\n{log}");
+    assert!(out.join("model.safetensors").exists() && out.join("selection.json").exists());
+    // Each iteration's rollout and each iteration's validation: 4 job steps of one job.
+    let steps = std::fs::read_to_string(out.join("steps.log")).unwrap();
+    let ids: BTreeSet<&str> = steps
+        .lines()
+        .map(|l| l.split_whitespace().nth(2).unwrap())
+        .collect();
+    assert_eq!(steps.lines().count(), 4, "{steps}");
+    assert_eq!(ids.len(), 4, "distinct steps: {steps}");
+    let jobs: BTreeSet<&str> = ids.iter().map(|s| s.split('.').next().unwrap()).collect();
+    assert_eq!(jobs.len(), 1, "{steps}");
+    assert!(
+        !ids.contains("-"),
+        "every rollout ran as a job step: {steps}"
+    );
     nothing_left(&cluster, &before, &work);
 }

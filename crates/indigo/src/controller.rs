@@ -38,7 +38,7 @@ pub fn bdp_packets(rate_mbps: f64, rtt_ms: f64, flows: u32) -> f64 {
 }
 
 /// One decision, as a rollout records it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Decision {
     /// When, ns since the controller was built.
     pub t_ns: u64,

@@ -31,7 +31,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::policy::{Policy, PolicyError};
-use crate::rollout::{mean, rollout_all, Conditions, Evaluation, Rollout, TrainingEmulator};
+use crate::rollout::{
+    mean, rollout_all, Conditions, Evaluation, Local, Rollout, Runner, TrainingEmulator,
+};
 use crate::state::{Action, ACTIONS, FEATURES};
 use crate::train::{
     accuracy, agreement_with_labels, predict, train, EpochStats, Sample, TrainConfig,
@@ -159,9 +161,16 @@ pub struct Trainer {
     policy: Policy,
     dataset: Vec<Vec<Sample>>,
     reports: Vec<IterationReport>,
+    runner: Arc<dyn Runner>,
 }
 
 impl Trainer {
+    /// Runs the rollouts with `runner` (default: [`Local`], threads of this process).
+    pub fn with_runner(mut self, runner: Arc<dyn Runner>) -> Trainer {
+        self.runner = runner;
+        self
+    }
+
     /// Starts in `dir` (created), or resumes what is there: the model and data of the last
     /// finished iteration (its line in `training.jsonl` is the commit point: whatever an
     /// interrupted iteration wrote past it is dropped).
@@ -202,6 +211,7 @@ impl Trainer {
             policy,
             dataset,
             reports,
+            runner: Arc::new(Local),
         })
     }
 
@@ -243,6 +253,7 @@ impl Trainer {
             let policy = Policy::load(&iteration_model(&self.dir, iteration))?;
             let base = (iteration - 1) * emulators.len();
             let evaluations = crate::rollout::evaluate(
+                self.runner.as_ref(),
                 emulators,
                 Arc::new(policy.freeze()?),
                 self.config.rollout,
@@ -367,6 +378,7 @@ impl Trainer {
     ) -> Result<Vec<Rollout>, DaggerError> {
         let seed = |i: usize| self.config.seed ^ ((iteration as u64) << 40) ^ ((i as u64) << 8);
         rollout_all(
+            self.runner.as_ref(),
             emulators,
             Some(Arc::new(self.policy.freeze()?)),
             beta,

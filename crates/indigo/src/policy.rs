@@ -193,8 +193,9 @@ impl Policy {
 /// multiply-adds with no allocation: 4 µs, about 29× less than a step through candle's
 /// tensors, and no graph of past steps kept alive (`cargo bench -p pantheon-indigo --bench
 /// inference`; figures in `crates/indigo/models/README.md`). It computes what
-/// [`Policy::logits`] computes (a unit test compares them).
-#[derive(Debug, Clone)]
+/// [`Policy::logits`] computes (a unit test compares them). Serialised, it is what a
+/// rollout run elsewhere (a Slurm job step) is given.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Frozen {
     /// `[4·HIDDEN][FEATURES]`, row-major.
     w_ih: Vec<f32>,

@@ -52,7 +52,7 @@ pub fn path_bdp(path: &EmulatedPath) -> Option<f64> {
 
 /// What a simulated flow achieved, measured as the tunnel would log it: flow 1's datalink
 /// packets, egress to ingress.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Meter {
     sent: HashMap<u64, u64>,
     delays_ms: Vec<f64>,
@@ -116,7 +116,7 @@ impl Sink for Meter {
 
 /// One rollout's result: the flow's decisions (each with the oracle's action) and what it
 /// achieved.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Rollout {
     /// The decisions, in order.
     pub decisions: Vec<Decision>,
@@ -189,11 +189,45 @@ pub fn rollout(
     Ok(Rollout { decisions, meter })
 }
 
+/// Where rollouts run: here ([`Local`]), or elsewhere (the CLI's Slurm job steps).
+pub trait Runner: Send + Sync {
+    /// [`rollout`] over `emulators[i]` (`i` numbers it in the training set the caller was
+    /// given, for a runner that rebuilds the set elsewhere).
+    fn rollout(
+        &self,
+        i: usize,
+        emulator: &TrainingEmulator,
+        policy: Option<Arc<Frozen>>,
+        beta: f64,
+        run: Conditions,
+        seed: u64,
+    ) -> Result<Rollout, SimError>;
+}
+
+/// Rollouts in this process (threads of [`rollout_all`]).
+pub struct Local;
+
+impl Runner for Local {
+    fn rollout(
+        &self,
+        _: usize,
+        emulator: &TrainingEmulator,
+        policy: Option<Arc<Frozen>>,
+        beta: f64,
+        run: Conditions,
+        seed: u64,
+    ) -> Result<Rollout, SimError> {
+        rollout(emulator, policy, beta, run, seed)
+    }
+}
+
 /// Rolls out `policy` (at DAgger's `beta`) over every emulator (`run`: how long, which hosts),
 /// `jobs` at a time, emulator `i` with seed `seed(i)`; `done(k, n)` after each of the `n`
-/// rollouts. The results are in the emulators' order; the first failure is returned with its
-/// emulator's index.
+/// rollouts, each run by `runner`. The results are in the emulators' order; the first failure
+/// is returned with its emulator's index.
+#[allow(clippy::too_many_arguments)]
 pub fn rollout_all(
+    runner: &dyn Runner,
     emulators: &[TrainingEmulator],
     policy: Option<Arc<Frozen>>,
     beta: f64,
@@ -211,7 +245,7 @@ pub fn rollout_all(
             s.spawn(move || loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(e) = emulators.get(i) else { break };
-                let r = rollout(e, policy.clone(), beta, run, seed(i));
+                let r = runner.rollout(i, e, policy.clone(), beta, run, seed(i));
                 let failed = r.is_err();
                 if tx.send((i, r)).is_err() || failed {
                     // Failing: take the others' emulators so that they stop too.
@@ -303,8 +337,9 @@ pub fn score(evaluations: &[Evaluation]) -> f64 {
 }
 
 /// The policy alone (β = 0) over every emulator (`run`: how long, which hosts), `jobs` at a
-/// time, seed `seed`.
+/// time, seed `seed`, run by `runner`.
 pub fn evaluate(
+    runner: &dyn Runner,
     emulators: &[TrainingEmulator],
     policy: Arc<Frozen>,
     run: Conditions,
@@ -313,7 +348,7 @@ pub fn evaluate(
     done: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Evaluation>, (usize, SimError)> {
     let seed = move |i: usize| seed ^ ((i as u64) << 8);
-    let rollouts = rollout_all(emulators, Some(policy), 0.0, run, jobs, &seed, done)?;
+    let rollouts = rollout_all(runner, emulators, Some(policy), 0.0, run, jobs, &seed, done)?;
     Ok(emulators
         .iter()
         .zip(&rollouts)

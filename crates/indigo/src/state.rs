@@ -26,7 +26,7 @@ pub const ALPHA: f64 = 0.125;
 
 /// Indigo's actions on the congestion window, in packets (the paper's set, Indigo's
 /// `action_mapping`): ÷2, −10, +0, +10, ×2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Action {
     /// Halve the window.
     Halve,
@@ -124,7 +124,7 @@ pub fn keep_band(ideal: f64) -> (f64, f64) {
 pub const FEATURES: usize = 5 + ACTIONS;
 
 /// The state vector at one decision.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct State {
     /// EWMA of the queueing delay (RTT − min RTT), ms.
     pub delay_ms: f64,

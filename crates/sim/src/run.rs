@@ -239,6 +239,10 @@ pub enum SimError {
     /// The caller's progress callback asked to stop (Ctrl-C).
     #[error("interrupted at {0:.1} s of simulated time")]
     Interrupted(f64),
+    /// The run was done elsewhere (a Slurm job step) and failed there, or could not be
+    /// started or read back: why.
+    #[error("{0}")]
+    Elsewhere(String),
 }
 
 /// The client's (sender's) address: the tunnel client's private address in a real run.

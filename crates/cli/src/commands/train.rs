@@ -34,7 +34,10 @@ pub(crate) enum TrainWhat {
 
 /// `pantheon train indigo`'s flags.
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct IndigoArgs {
+    #[command(subcommand)]
+    action: Option<IndigoAction>,
     /// The training emulators, space-separated: `synthetic` (the paper's 24: 5, 10, 20, 50,
     /// 100, 200 Mbit/s × one-way 10, 20, 40, 80 ms, infinite buffers), preset names
     /// (`pantheon emulators`) and emulator files (`calibration/emulator.json`).
@@ -55,9 +58,15 @@ pub(crate) struct IndigoArgs {
     /// oracle's window search uses ideal hosts.
     #[arg(long, default_value = "ideal")]
     host_latency: sim::run::HostLatency,
-    /// Rollouts at a time (one core each).
-    #[arg(long, default_value_t = 2)]
-    jobs: usize,
+    /// Rollouts at a time (one core each). Default 2; with --executor slurm, the allocation's
+    /// tasks (SLURM_NTASKS).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Where rollouts (and the validation's) run: `local`, threads here; `slurm`, each as a
+    /// job step (`srun --exact`) inside the Slurm allocation this runs in (sbatch or salloc),
+    /// --out on a filesystem its nodes share. See docs/slurm.md.
+    #[arg(long, value_enum, default_value_t = Executor::Local)]
+    executor: Executor,
     /// Training epochs per iteration, over everything gathered.
     #[arg(long, default_value_t = 20)]
     epochs: usize,
@@ -70,8 +79,47 @@ pub(crate) struct IndigoArgs {
 }
 
 /// Runs `pantheon train …`.
+/// `--executor`.
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum Executor {
+    /// Threads of this process, --jobs at a time.
+    Local,
+    /// Job steps of the Slurm allocation this runs in.
+    Slurm,
+}
+
+#[derive(Subcommand)]
+enum IndigoAction {
+    /// Run one rollout (what --executor slurm's job steps run): reads REQUEST
+    /// (OUT/steps/N/request.json, written by the training), writes result.json beside it.
+    Step {
+        /// The rollout's request.
+        request: PathBuf,
+    },
+}
+
 pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
-    let TrainWhat::Indigo(a) = what;
+    let TrainWhat::Indigo(mut a) = what;
+    if let Some(IndigoAction::Step { request }) = &a.action {
+        return steps::run(request);
+    }
+    let allocation = match a.executor {
+        Executor::Local => None,
+        Executor::Slurm => Some(engine::slurm::allocation().ok_or_else(|| {
+            let args: Vec<String> = std::env::args()
+                .skip(3)
+                .filter(|x| x != "--executor" && x != "slurm" && x != "--executor=slurm")
+                .map(|x| engine::slurm::shell_quote(&x))
+                .collect();
+            engine::slurm::outside_allocation("pantheon train indigo", &args.join(" "))
+        })?),
+    };
+    if let Some(al) = &allocation {
+        a.jobs = a.jobs.or(al.ntasks);
+        // The steps may run on other nodes, from another directory.
+        std::fs::create_dir_all(&a.out).with_context(|| format!("create {}", a.out.display()))?;
+        a.out = a.out.canonicalize()?;
+    }
     if !(0.0..=1.0).contains(&a.agreement) {
         anyhow::bail!("--agreement {}: a share between 0 and 1", a.agreement);
     }
@@ -88,7 +136,7 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
             secs: a.rollout_secs,
             host: a.host_latency,
         },
-        jobs: a.jobs.max(1),
+        jobs: a.jobs.unwrap_or(2).max(1),
         seed: a.seed,
         train: TrainConfig {
             epochs: a.epochs,
@@ -99,6 +147,14 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
     };
     let mut trainer = Trainer::resume(&a.out, config)
         .with_context(|| format!("training directory {}", a.out.display()))?;
+    if let Some(al) = &allocation {
+        let runner = steps::StepRunner::new(&entries, &a.out, a.rollout_secs, a.seed)?;
+        eprintln!(
+            "each rollout a job step of Slurm job {} ({} CPU(s) each; steps.log)",
+            al.job_id, runner.cpus
+        );
+        trainer = trainer.with_runner(std::sync::Arc::new(runner));
+    }
     eprintln!(
         "Indigo: {} training emulators, up to {} iterations of {}-s rollouts ({} at a time, \
          host latency {}) → {}",
@@ -213,6 +269,236 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
         file.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Rollouts as Slurm job steps: the runner (`--executor slurm`) and the step's handler.
+mod steps {
+    use std::path::{Path, PathBuf};
+    use std::process::ExitCode;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use anyhow::Context;
+    use engine::record::INTERRUPTED;
+    use indigo::policy::Frozen;
+    use indigo::rollout::{Conditions, Rollout, Runner, TrainingEmulator};
+    use sim::run::SimError;
+
+    /// What a step is asked: the training set to rebuild (its entries; the oracle's windows
+    /// read from the training directory, never searched again), which emulator of it, and
+    /// the rollout's policy and draws.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Request {
+        entries: Vec<String>,
+        training_dir: PathBuf,
+        oracle_secs: u64,
+        set_seed: u64,
+        index: usize,
+        emulator: String,
+        policy: Option<Frozen>,
+        beta: f64,
+        secs: u64,
+        host: String,
+        seed: u64,
+    }
+
+    /// What a step answers.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Answer {
+        rollout: Option<Rollout>,
+        error: Option<String>,
+        host: String,
+        slurm_step: Option<String>,
+    }
+
+    /// Runs each rollout as `srun --exact -n1 -c<cpus> pantheon train indigo step REQUEST`
+    /// in `OUT/steps/<n>/` (removed after), one line per step in `OUT/steps.log`:
+    /// `n emulator JOB.STEP host`.
+    pub(super) struct StepRunner {
+        entries: Vec<String>,
+        dir: PathBuf,
+        oracle_secs: u64,
+        set_seed: u64,
+        exe: PathBuf,
+        pub(super) cpus: usize,
+        next: AtomicUsize,
+        log: Mutex<std::fs::File>,
+    }
+
+    impl StepRunner {
+        pub(super) fn new(
+            entries: &[String],
+            dir: &Path,
+            oracle_secs: u64,
+            set_seed: u64,
+        ) -> anyhow::Result<StepRunner> {
+            let log_path = dir.join("steps.log");
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .with_context(|| format!("open {}", log_path.display()))?;
+            Ok(StepRunner {
+                entries: entries.to_vec(),
+                dir: dir.to_owned(),
+                oracle_secs,
+                set_seed,
+                exe: std::env::current_exe().context("find the pantheon program")?,
+                cpus: std::env::var("SLURM_CPUS_PER_TASK")
+                    .ok()
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(1),
+                next: AtomicUsize::new(0),
+                log: Mutex::new(log),
+            })
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        fn step(
+            &self,
+            i: usize,
+            emulator: &TrainingEmulator,
+            policy: Option<Arc<Frozen>>,
+            beta: f64,
+            run: Conditions,
+            seed: u64,
+        ) -> anyhow::Result<Rollout> {
+            let n = self.next.fetch_add(1, Ordering::Relaxed);
+            let dir = self.dir.join("steps").join(n.to_string());
+            std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+            let request = Request {
+                entries: self.entries.clone(),
+                training_dir: self.dir.clone(),
+                oracle_secs: self.oracle_secs,
+                set_seed: self.set_seed,
+                index: i,
+                emulator: emulator.name.clone(),
+                policy: policy.map(|p| (*p).clone()),
+                beta,
+                secs: run.secs,
+                host: run.host.to_string(),
+                seed,
+            };
+            let path = dir.join("request.json");
+            std::fs::write(&path, serde_json::to_vec(&request)?)
+                .with_context(|| format!("write {}", path.display()))?;
+            let mut cmd = engine::slurm::step(self.cpus, &format!("pantheon-rollout-{n}"));
+            cmd.arg(&self.exe)
+                .args(["train", "indigo", "step"])
+                .arg(&path)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null());
+            let status = engine::slurm::run_until_interrupted(cmd, &INTERRUPTED)?;
+            let answer = std::fs::read(dir.join("result.json"))
+                .map_err(|_| anyhow::anyhow!("the job step ended ({status}) without a result"))
+                .and_then(|b| Ok(serde_json::from_slice::<Answer>(&b)?));
+            let _ = std::fs::remove_dir_all(&dir);
+            let answer = answer?;
+            if let Ok(mut log) = self.log.lock() {
+                use std::io::Write;
+                let _ = writeln!(
+                    log,
+                    "{n} {} {} {}",
+                    emulator.name,
+                    answer.slurm_step.as_deref().unwrap_or("-"),
+                    answer.host
+                );
+            }
+            match (answer.rollout, answer.error) {
+                (Some(r), _) => Ok(r),
+                (None, e) => anyhow::bail!(
+                    "on {}: {}",
+                    answer.host,
+                    e.unwrap_or_else(|| "no result".into())
+                ),
+            }
+        }
+    }
+
+    impl Runner for StepRunner {
+        fn rollout(
+            &self,
+            i: usize,
+            emulator: &TrainingEmulator,
+            policy: Option<Arc<Frozen>>,
+            beta: f64,
+            run: Conditions,
+            seed: u64,
+        ) -> Result<Rollout, SimError> {
+            self.step(i, emulator, policy, beta, run, seed)
+                .map_err(|e| SimError::Elsewhere(format!("job step: {e:#}")))
+        }
+    }
+
+    /// `pantheon train indigo step REQUEST`: the rollout of `request`, here; its answer in
+    /// `result.json` beside it (a failed rollout is an answer; errors only when the request
+    /// cannot be read or the answer written).
+    pub(super) fn run(request: &Path) -> anyhow::Result<ExitCode> {
+        let text = std::fs::read(request).with_context(|| format!("read {}", request.display()))?;
+        let r: Request =
+            serde_json::from_slice(&text).with_context(|| format!("read {}", request.display()))?;
+        let dir = request.parent().unwrap_or(Path::new("."));
+        let rollout = (|| -> anyhow::Result<Rollout> {
+            // The oracle's windows as the training found them: none is searched here.
+            let oracle = r.training_dir.join("oracle.json");
+            if oracle.exists() {
+                std::fs::copy(&oracle, dir.join("oracle.json"))
+                    .with_context(|| format!("copy {}", oracle.display()))?;
+            }
+            let set =
+                indigo::set::training_set(&r.entries, dir, r.oracle_secs, r.set_seed, &mut |_| {})?;
+            let e = set
+                .get(r.index)
+                .filter(|e| e.name == r.emulator)
+                .with_context(|| {
+                    format!(
+                        "emulator {} of the training set is not {} here",
+                        r.index, r.emulator
+                    )
+                })?;
+            let host = r
+                .host
+                .parse()
+                .map_err(|e| anyhow::anyhow!("host latency {}: {e}", r.host))?;
+            let run = Conditions { secs: r.secs, host };
+            Ok(indigo::rollout::rollout(
+                e,
+                r.policy.map(Arc::new),
+                r.beta,
+                run,
+                r.seed,
+            )?)
+        })();
+        let slurm_step = match (
+            std::env::var("SLURM_JOB_ID"),
+            std::env::var("SLURM_STEP_ID"),
+        ) {
+            (Ok(j), Ok(s)) => Some(format!("{j}.{s}")),
+            _ => None,
+        };
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_default();
+        let failed = rollout.is_err();
+        let (rollout, error) = match rollout {
+            Ok(r) => (Some(r), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
+        let answer = Answer {
+            rollout,
+            error,
+            host,
+            slurm_step,
+        };
+        let out = dir.join("result.json");
+        std::fs::write(&out, serde_json::to_vec(&answer)?)
+            .with_context(|| format!("write {}", out.display()))?;
+        Ok(if failed {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        })
+    }
 }
 
 /// A bar of `len` steps with the elapsed time and a message.
