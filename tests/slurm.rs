@@ -242,6 +242,43 @@ fn processes_naming(path: &Path) -> Vec<String> {
     found
 }
 
+/// `pantheon ARGS` outside an allocation: refused, saying how to get one, `never` not
+/// written.
+fn refused_outside_an_allocation(cluster: &Cluster, args: &str, never: &Path) {
+    let o = cluster
+        .pantheon()
+        .args(args.split_whitespace())
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("sbatch -n 4 -c 1") && t.contains("salloc"),
+        "{t}"
+    );
+    assert!(!never.exists(), "{} written", never.display());
+}
+
+/// `sbatch --wait -n 2 -c 1 --wrap "pantheon ARGS"` (two tasks, one CPU each): must succeed;
+/// returns what the job printed (`work/NAME.log`).
+fn sbatch_wait(cluster: &Cluster, name: &str, args: &str) -> String {
+    let work = cluster.work();
+    let o = cluster
+        .cmd("sbatch")
+        .args(["--wait", "-n", "2", "-c", "1"])
+        .arg(format!("--job-name=pantheon-{name}"))
+        .arg(format!(
+            "--output={}",
+            work.join(format!("{name}.log")).display()
+        ))
+        .arg(format!("--wrap={PANTHEON} {args}"))
+        .output()
+        .unwrap();
+    let log = std::fs::read_to_string(work.join(format!("{name}.log"))).unwrap_or_default();
+    assert!(o.status.success(), "{}\n{log}", text(&o));
+    log
+}
+
 /// No job in the queue, no namespace of ours beyond `before`, no process naming `work`.
 fn nothing_left(cluster: &Cluster, before: &BTreeSet<String>, work: &Path) {
     let jobs = cluster.queue();
@@ -494,36 +531,9 @@ fn a_calibration_runs_its_evaluations_as_job_steps() {
     );
 
     // Outside an allocation: refused, saying how to get one.
-    let o = cluster
-        .pantheon()
-        .args(args.split_whitespace())
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(!o.status.success(), "{t}");
-    assert!(
-        t.contains("sbatch -n 4 -c 1") && t.contains("salloc"),
-        "{t}"
-    );
-    assert!(!out.join("search.log").exists());
-
+    refused_outside_an_allocation(&cluster, &args, &out.join("search.log"));
     // Inside `sbatch --wait`: two evaluations at a time, each a job step.
-    let o = cluster
-        .cmd("sbatch")
-        .args([
-            "--wait",
-            "-n",
-            "2",
-            "-c",
-            "1",
-            "--job-name=pantheon-calibrate",
-        ])
-        .arg(format!("--output={}", work.join("calibrate.log").display()))
-        .arg(format!("--wrap={PANTHEON} {args}"))
-        .output()
-        .unwrap();
-    let log = std::fs::read_to_string(work.join("calibrate.log")).unwrap_or_default();
-    assert!(o.status.success(), "{}\n{log}", text(&o));
+    let log = sbatch_wait(&cluster, "calibrate", &args);
     let search = std::fs::read_to_string(out.join("search.log")).unwrap();
     assert_eq!(search.lines().count(), 2, "{search}");
     assert!(!search.contains("failed="), "{search}");
@@ -564,24 +574,8 @@ fn a_training_iteration_runs_its_rollouts_as_job_steps() {
     );
 
     // Outside an allocation: refused, saying how to get one.
-    let o = cluster
-        .pantheon()
-        .args(args.split_whitespace())
-        .output()
-        .unwrap();
-    let t = text(&o);
-    assert!(!o.status.success() && t.contains("salloc"), "{t}");
-    assert!(!out.join("training.jsonl").exists());
-
-    let o = cluster
-        .cmd("sbatch")
-        .args(["--wait", "-n", "2", "-c", "1", "--job-name=pantheon-train"])
-        .arg(format!("--output={}", work.join("train.log").display()))
-        .arg(format!("--wrap={PANTHEON} {args}"))
-        .output()
-        .unwrap();
-    let log = std::fs::read_to_string(work.join("train.log")).unwrap_or_default();
-    assert!(o.status.success(), "{}\n{log}", text(&o));
+    refused_outside_an_allocation(&cluster, &args, &out.join("training.jsonl"));
+    let log = sbatch_wait(&cluster, "train", &args);
     let iterations = std::fs::read_to_string(out.join("training.jsonl")).unwrap();
     assert_eq!(iterations.lines().count(), 2, "{iterations}\n{log}");
     assert!(out.join("model.safetensors").exists() && out.join("selection.json").exists());

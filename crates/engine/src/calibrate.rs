@@ -674,16 +674,7 @@ pub fn run_step(request: &Path) -> anyhow::Result<StepResult> {
             .measure(&r.candidate, r.seed, r.n)
             .map_err(anyhow::Error::msg)
     })();
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_default();
-    let slurm_step = match (
-        std::env::var("SLURM_JOB_ID"),
-        std::env::var("SLURM_STEP_ID"),
-    ) {
-        (Ok(j), Ok(s)) => Some(format!("{j}.{s}")),
-        _ => None,
-    };
+    let (host, slurm_step) = crate::slurm::here();
     let (runs, error) = match measured {
         Ok(runs) => (Some(runs), None),
         Err(e) => (None, Some(format!("{e:#}"))),

@@ -39,6 +39,43 @@ pub fn allocation() -> Option<Allocation> {
     })
 }
 
+/// Where this process runs: the machine's name and, inside a job step, Slurm's `JOB.STEP`.
+pub fn here() -> (String, Option<String>) {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let step = match (
+        std::env::var("SLURM_JOB_ID"),
+        std::env::var("SLURM_STEP_ID"),
+    ) {
+        (Ok(j), Ok(s)) => Some(format!("{j}.{s}")),
+        _ => None,
+    };
+    (host, step)
+}
+
+/// This process's allocation, or the error of a `--executor slurm` command started outside
+/// one (see [`outside_allocation`]); `what` names the command, and its arguments are this
+/// process's after the first `words` (`pantheon calibrate` = 2), less `--executor slurm`.
+pub fn require_allocation(what: &str, words: usize) -> anyhow::Result<Allocation> {
+    allocation().ok_or_else(|| {
+        let args: Vec<String> = std::env::args()
+            .skip(words)
+            .filter(|x| x != "--executor" && x != "slurm" && x != "--executor=slurm")
+            .map(|x| shell_quote(&x))
+            .collect();
+        outside_allocation(what, &args.join(" "))
+    })
+}
+
+/// CPUs of each job step: `SLURM_CPUS_PER_TASK` (sbatch/salloc `-c`), else 1.
+pub fn cpus_per_task() -> usize {
+    std::env::var("SLURM_CPUS_PER_TASK")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(1)
+}
+
 /// The error of a `--executor slurm` command started outside an allocation: how to get one.
 /// `what` names the command (`pantheon calibrate`), `args` its arguments as given.
 pub fn outside_allocation(what: &str, args: &str) -> anyhow::Error {

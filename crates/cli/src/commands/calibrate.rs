@@ -152,14 +152,7 @@ pub(crate) fn exec(mut a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     }
     let allocation = match a.executor {
         Executor::Local => None,
-        Executor::Slurm => Some(engine::slurm::allocation().ok_or_else(|| {
-            let args: Vec<String> = std::env::args()
-                .skip(2)
-                .filter(|x| x != "--executor" && x != "slurm" && x != "--executor=slurm")
-                .map(|x| engine::slurm::shell_quote(&x))
-                .collect();
-            engine::slurm::outside_allocation("pantheon calibrate", &args.join(" "))
-        })?),
+        Executor::Slurm => Some(engine::slurm::require_allocation("pantheon calibrate", 2)?),
     };
     if let Some(al) = &allocation {
         a.jobs = a.jobs.or(al.ntasks);
@@ -213,10 +206,7 @@ pub(crate) fn exec(mut a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let evaluator: &dyn engine::calibrate::Evaluator = match &allocation {
         None => &local,
         Some(al) => {
-            let cpus = std::env::var("SLURM_CPUS_PER_TASK")
-                .ok()
-                .and_then(|c| c.parse().ok())
-                .unwrap_or(1);
+            let cpus = engine::slurm::cpus_per_task();
             eprintln!(
                 "each evaluation a job step of Slurm job {} ({cpus} CPU(s) each)",
                 al.job_id

@@ -105,14 +105,10 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
     }
     let allocation = match a.executor {
         Executor::Local => None,
-        Executor::Slurm => Some(engine::slurm::allocation().ok_or_else(|| {
-            let args: Vec<String> = std::env::args()
-                .skip(3)
-                .filter(|x| x != "--executor" && x != "slurm" && x != "--executor=slurm")
-                .map(|x| engine::slurm::shell_quote(&x))
-                .collect();
-            engine::slurm::outside_allocation("pantheon train indigo", &args.join(" "))
-        })?),
+        Executor::Slurm => Some(engine::slurm::require_allocation(
+            "pantheon train indigo",
+            3,
+        )?),
     };
     if let Some(al) = &allocation {
         a.jobs = a.jobs.or(al.ntasks);
@@ -344,10 +340,7 @@ mod steps {
                 oracle_secs,
                 set_seed,
                 exe: std::env::current_exe().context("find the pantheon program")?,
-                cpus: std::env::var("SLURM_CPUS_PER_TASK")
-                    .ok()
-                    .and_then(|c| c.parse().ok())
-                    .unwrap_or(1),
+                cpus: engine::slurm::cpus_per_task(),
                 next: AtomicUsize::new(0),
                 log: Mutex::new(log),
             })
@@ -469,16 +462,7 @@ mod steps {
                 r.seed,
             )?)
         })();
-        let slurm_step = match (
-            std::env::var("SLURM_JOB_ID"),
-            std::env::var("SLURM_STEP_ID"),
-        ) {
-            (Ok(j), Ok(s)) => Some(format!("{j}.{s}")),
-            _ => None,
-        };
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .unwrap_or_default();
+        let (host, slurm_step) = engine::slurm::here();
         let failed = rollout.is_err();
         let (rollout, error) = match rollout {
             Ok(r) => (Some(r), None),
