@@ -78,7 +78,6 @@ pub(crate) struct IndigoArgs {
     seed: u64,
 }
 
-/// Runs `pantheon train …`.
 /// `--executor`.
 #[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
 enum Executor {
@@ -98,6 +97,7 @@ enum IndigoAction {
     },
 }
 
+/// Runs `pantheon train …`.
 pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
     let TrainWhat::Indigo(mut a) = what;
     if let Some(IndigoAction::Step { request }) = &a.action {
