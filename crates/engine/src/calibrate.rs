@@ -546,10 +546,6 @@ pub struct StepResult {
     pub slurm_step: Option<String>,
 }
 
-/// File names in `evals/<n>/`.
-const REQUEST: &str = "request.json";
-const RESULT: &str = "result.json";
-
 /// Measures each candidate as a Slurm job step (`srun --exact -n1 -c<cpus>` running
 /// `pantheon calibrate step`), inside the allocation this process runs in: as many at once
 /// as the fit asks (`--jobs`), each on whichever node of the allocation has the CPUs. The
@@ -583,7 +579,6 @@ impl StepEvaluator<'_> {
         dir: &Path,
     ) -> anyhow::Result<BTreeMap<String, SchemeRuns>> {
         let o = self.opts;
-        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
         let request = StepRequest {
             candidate: *c,
             seed,
@@ -595,29 +590,15 @@ impl StepEvaluator<'_> {
             schemes_dir: o.schemes_dir.clone(),
             simulate: o.simulate,
         };
-        let path = dir.join(REQUEST);
-        write_json(&path, &serde_json::to_value(&request)?)?;
-        let _ = std::fs::remove_file(dir.join(RESULT));
-        let mut cmd = crate::slurm::step(self.cpus, &format!("pantheon-eval-{n}"));
-        cmd.arg(&self.exe)
-            .args(["calibrate", "step"])
-            .arg(&path)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null());
-        let status = crate::slurm::run_until_interrupted(cmd, &INTERRUPTED)
-            .context("start the job step (srun)")?;
-        let text = std::fs::read_to_string(dir.join(RESULT)).map_err(|_| {
-            anyhow::anyhow!(
-                "the job step ended ({status}) without a result{}",
-                if INTERRUPTED.load(Ordering::SeqCst) {
-                    ": interrupted"
-                } else {
-                    " (see srun's message above)"
-                }
-            )
-        })?;
-        let result: StepResult = serde_json::from_str(&text)
-            .with_context(|| format!("read {}", dir.join(RESULT).display()))?;
+        let result: StepResult = crate::slurm::step_round_trip(
+            self.cpus,
+            &format!("pantheon-eval-{n}"),
+            &self.exe,
+            &["calibrate", "step"],
+            dir,
+            &request,
+            &INTERRUPTED,
+        )?;
         match (result.runs, result.error) {
             (Some(runs), _) => Ok(runs),
             (None, e) => bail!(
@@ -685,8 +666,7 @@ pub fn run_step(request: &Path) -> anyhow::Result<StepResult> {
         host,
         slurm_step,
     };
-    let out = request.with_file_name(RESULT);
-    write_json(&out, &serde_json::to_value(&result)?)?;
+    crate::slurm::write_answer(request, &result)?;
     Ok(result)
 }
 

@@ -290,6 +290,58 @@ pub fn run_until_interrupted(
     }
 }
 
+/// The request file a job step is given, in its directory.
+pub const STEP_REQUEST: &str = "request.json";
+/// The answer file a job step writes beside its request.
+pub const STEP_ANSWER: &str = "result.json";
+
+/// One job step round trip: `request` written to `dir/request.json`, then `program
+/// words… dir/request.json` run as a job step of `cpus` CPUs named `name` ([`step`], until
+/// `interrupted`: [`run_until_interrupted`]), then its answer read from `dir/result.json`
+/// (written by the step with [`write_answer`]). Errors when the step cannot start, or ends
+/// without an answer that reads.
+pub fn step_round_trip<A: serde::de::DeserializeOwned>(
+    cpus: usize,
+    name: &str,
+    program: &Path,
+    words: &[&str],
+    dir: &Path,
+    request: &impl serde::Serialize,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<A> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let path = dir.join(STEP_REQUEST);
+    std::fs::write(&path, serde_json::to_vec(request)?)
+        .with_context(|| format!("write {}", path.display()))?;
+    let answer = dir.join(STEP_ANSWER);
+    let _ = std::fs::remove_file(&answer);
+    let mut cmd = step(cpus, name);
+    cmd.arg(program)
+        .args(words)
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    let status = run_until_interrupted(cmd, interrupted).context("start the job step (srun)")?;
+    let bytes = std::fs::read(&answer).map_err(|_| {
+        anyhow::anyhow!(
+            "the job step ended ({status}) without a result{}",
+            if interrupted.load(Ordering::SeqCst) {
+                ": interrupted"
+            } else {
+                " (see srun's message above)"
+            }
+        )
+    })?;
+    serde_json::from_slice(&bytes).with_context(|| format!("read {}", answer.display()))
+}
+
+/// A job step's answer `value`, written beside its `request` (`result.json`).
+pub fn write_answer(request: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let out = request.with_file_name(STEP_ANSWER);
+    std::fs::write(&out, serde_json::to_vec(value)?)
+        .with_context(|| format!("write {}", out.display()))
+}
+
 /// `s` quoted for a POSIX shell (a batch script).
 pub fn shell_quote(s: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);

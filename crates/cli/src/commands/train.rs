@@ -345,9 +345,10 @@ mod steps {
                 log: Mutex::new(log),
             })
         }
+    }
 
-        #[allow(clippy::too_many_arguments)]
-        fn step(
+    impl Runner for StepRunner {
+        fn rollout(
             &self,
             i: usize,
             emulator: &TrainingEmulator,
@@ -355,10 +356,9 @@ mod steps {
             beta: f64,
             run: Conditions,
             seed: u64,
-        ) -> anyhow::Result<Rollout> {
+        ) -> Result<Rollout, SimError> {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             let dir = self.dir.join("steps").join(n.to_string());
-            std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
             let request = Request {
                 entries: self.entries.clone(),
                 training_dir: self.dir.clone(),
@@ -372,21 +372,18 @@ mod steps {
                 host: run.host.to_string(),
                 seed,
             };
-            let path = dir.join("request.json");
-            std::fs::write(&path, serde_json::to_vec(&request)?)
-                .with_context(|| format!("write {}", path.display()))?;
-            let mut cmd = engine::slurm::step(self.cpus, &format!("pantheon-rollout-{n}"));
-            cmd.arg(&self.exe)
-                .args(["train", "indigo", "step"])
-                .arg(&path)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null());
-            let status = engine::slurm::run_until_interrupted(cmd, &INTERRUPTED)?;
-            let answer = std::fs::read(dir.join("result.json"))
-                .map_err(|_| anyhow::anyhow!("the job step ended ({status}) without a result"))
-                .and_then(|b| Ok(serde_json::from_slice::<Answer>(&b)?));
+            let answer: anyhow::Result<Answer> = engine::slurm::step_round_trip(
+                self.cpus,
+                &format!("pantheon-rollout-{n}"),
+                &self.exe,
+                &["train", "indigo", "step"],
+                &dir,
+                &request,
+                &INTERRUPTED,
+            );
             let _ = std::fs::remove_dir_all(&dir);
-            let answer = answer?;
+            let failed = |e: String| SimError::Elsewhere(format!("job step: {e}"));
+            let answer = answer.map_err(|e| failed(format!("{e:#}")))?;
             if let Ok(mut log) = self.log.lock() {
                 use std::io::Write;
                 let _ = writeln!(
@@ -399,27 +396,12 @@ mod steps {
             }
             match (answer.rollout, answer.error) {
                 (Some(r), _) => Ok(r),
-                (None, e) => anyhow::bail!(
+                (None, e) => Err(failed(format!(
                     "on {}: {}",
                     answer.host,
                     e.unwrap_or_else(|| "no result".into())
-                ),
+                ))),
             }
-        }
-    }
-
-    impl Runner for StepRunner {
-        fn rollout(
-            &self,
-            i: usize,
-            emulator: &TrainingEmulator,
-            policy: Option<Arc<Frozen>>,
-            beta: f64,
-            run: Conditions,
-            seed: u64,
-        ) -> Result<Rollout, SimError> {
-            self.step(i, emulator, policy, beta, run, seed)
-                .map_err(|e| SimError::Elsewhere(format!("job step: {e:#}")))
         }
     }
 
@@ -474,9 +456,7 @@ mod steps {
             host,
             slurm_step,
         };
-        let out = dir.join("result.json");
-        std::fs::write(&out, serde_json::to_vec(&answer)?)
-            .with_context(|| format!("write {}", out.display()))?;
+        engine::slurm::write_answer(request, &answer)?;
         Ok(if failed {
             ExitCode::from(1)
         } else {
