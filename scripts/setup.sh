@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Installs what Pantheon-rs needs on a Debian/Ubuntu machine (run as root), and defines
-# `build_and_install`, which builds the workspace and puts its programs on the PATH.
-# Sourced by scripts/main-job.sh, scripts/test.sh and bench/.
+# `build_and_install`, which builds the workspace and puts its programs on the PATH, and
+# `build_and_install_main_job`, which builds and installs only what the main job runs.
+# Sourced by scripts/main-job.sh, scripts/install.sh, scripts/test.sh and bench/.
 #
-# One build configuration serves the main job, the tests and the installed programs: the
-# release profile (the one docs/performance.md measures), built for the whole workspace at once
-# (`--workspace`, so that Cargo unifies the same dependency features for `cargo build` and
-# `cargo test` and neither rebuilds what the other built).
+# Two builds, both with the release profile (the one docs/performance.md measures), in one
+# build directory:
+# - the whole workspace at once, every feature (`--workspace`, so that Cargo unifies the same
+#   dependency features for `cargo build` and `cargo test` and neither rebuilds what the other
+#   built): scripts/install.sh, the test command, bench/;
+# - `pantheon` alone without its default features (no testbed, Indigo training, calibration or
+#   sweeps: about a third of the dependencies): the main job on a machine where the full
+#   install has not been made, so that a newcomer sees results within minutes.
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then
   echo "error: run as root (experiments create network namespaces and TUN devices)" >&2
@@ -43,10 +48,9 @@ need_packages_not_started() {
     trap - EXIT
   fi
 }
-# ssh2 (`pantheon node bootstrap`) builds libssh2 against the system OpenSSL and zlib;
-# quiche's BoringSSL (the QUIC BBRv2 scheme program) needs cmake, a C++ compiler and libclang.
-need_packages iperf3 iproute2 iputils-ping iptables pkg-config gcc libssl-dev zlib1g-dev \
-  cmake g++ libclang-dev
+# What every experiment needs: iperf3 (kernel TCP schemes), iproute2 and iptables (namespaces,
+# NAT), ping, and a C compiler for the one C dependency of the lean build (ring).
+need_packages iperf3 iproute2 iputils-ping iptables gcc
 if ! command -v cargo >/dev/null 2>&1; then
   for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
     [ -x "$d/cargo" ] && export PATH="$d:$PATH"
@@ -72,8 +76,12 @@ export PANTHEON="$PANTHEON_PREFIX/bin/pantheon"
 # `pantheon` looks for next to itself. Copies, not links: `cargo clean` leaves the installed
 # programs working.
 build_and_install() {
+  # ssh2 (`pantheon node bootstrap`) builds libssh2 against the system OpenSSL and zlib;
+  # quiche's BoringSSL (the QUIC BBRv2 scheme program) needs cmake, a C++ compiler and libclang.
+  need_packages pkg-config libssl-dev zlib1g-dev cmake g++ libclang-dev
   echo ">> cargo build --release --workspace --bins"
-  cargo build --quiet --release --locked --workspace --bins
+  # shellcheck disable=SC2086 # $PANTHEON_BUILD_FLAGS: extra cargo flags (e.g. --timings)
+  cargo build --quiet --release --locked --workspace --bins ${PANTHEON_BUILD_FLAGS:-}
   local bins=() f
   for f in pantheon pantheon-agent pantheon-tunnel pantheon-quinn pantheon-quiche pantheon-ledbat \
     pantheon-webrtc pantheon-tcp; do
@@ -86,4 +94,25 @@ build_and_install() {
   for f in "${bins[@]}"; do
     echo "$PANTHEON_PREFIX/bin/$(basename "$f")" >> "$PANTHEON_MANIFEST"
   done
+}
+
+# Builds `pantheon` alone, without the default features of its package (what local
+# experiments, their analysis and reports, comparison, the scheme library, `pantheon shell` and
+# simulated runs need), and installs it into $PANTHEON_PREFIX/bin. A command of a left-out
+# feature (`serve`, `train`, `calibrate`, `sweep`, `run remote`…) says so and names
+# scripts/install.sh. Where the full install was made already (pantheon-agent installed), it
+# does the full build instead, so that running the main job again never takes a feature away.
+build_and_install_main_job() {
+  if [ -x "$PANTHEON_PREFIX/bin/pantheon-agent" ]; then
+    build_and_install
+    return
+  fi
+  echo ">> cargo build --release -p pantheon-cli --no-default-features --bin pantheon"
+  # shellcheck disable=SC2086
+  cargo build --quiet --release --locked -p pantheon-cli --no-default-features --bin pantheon \
+    ${PANTHEON_BUILD_FLAGS:-}
+  mkdir -p "$PANTHEON_PREFIX/bin" "$(dirname "$PANTHEON_MANIFEST")"
+  echo ">> install pantheon into $PANTHEON_PREFIX/bin (the main job's build)"
+  install -m 755 "$CARGO_TARGET_DIR/release/pantheon" "$PANTHEON_PREFIX/bin/"
+  echo "$PANTHEON_PREFIX/bin/pantheon" > "$PANTHEON_MANIFEST"
 }

@@ -7,8 +7,15 @@ use std::process::Command;
 /// The testbed's dependencies: gRPC, the archive's SQLite, the web server, ssh.
 const TESTBED_ONLY: &[&str] = &["tonic", "rusqlite", "axum", "ssh2"];
 
-/// The names of the crates `package` depends on (normal dependencies, transitively).
+/// The names of the crates `package` depends on (normal dependencies, transitively), with its
+/// default features.
 fn dependencies(package: &str) -> Vec<String> {
+    dependencies_with(package, &[])
+}
+
+/// The names of the crates `package` depends on with `cargo tree`'s extra arguments `extra`
+/// (features), normal and build dependencies (what a build compiles), transitively.
+fn dependencies_with(package: &str, extra: &[&str]) -> Vec<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .args([
@@ -21,6 +28,7 @@ fn dependencies(package: &str) -> Vec<String> {
             "none",
         ])
         .args(["-p", package])
+        .args(extra)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run cargo tree");
@@ -93,4 +101,113 @@ fn the_ml_crate_stays_in_the_learned_controller_crate() {
             "{package} depends on candle"
         );
     }
+}
+
+/// Asserts that `deps` (of `what`) has none of `heavy` and every one of `needed` (so that the
+/// check can fail: the graph was read).
+fn assert_links(what: &str, deps: &[String], heavy: &[&str], needed: &[&str]) {
+    let bad: Vec<&&str> = heavy
+        .iter()
+        .filter(|h| deps.iter().any(|d| d == *h))
+        .collect();
+    assert!(bad.is_empty(), "{what} links {bad:?}");
+    for n in needed {
+        assert!(deps.iter().any(|d| d == n), "{what}: no {n} in {deps:?}");
+    }
+}
+
+/// What the main job's `pantheon` must not build: Indigo's ML (candle), the calibration's
+/// Bayesian search (egobox), the testbed's gRPC/SQLite/web/ssh, and Polars' query engine and
+/// Parquet.
+const NOT_IN_THE_MAIN_JOB: &[&str] = &[
+    "candle-core",
+    "egobox-ego",
+    "ndarray",
+    "tonic",
+    "rusqlite",
+    "axum",
+    "ssh2",
+    "pantheon-orchestrator",
+    "pantheon-indigo",
+    "pantheon-sweep",
+    "polars-lazy",
+    "polars-stream",
+    "polars-parquet",
+    "object_store",
+];
+
+#[test]
+fn the_main_jobs_pantheon_builds_only_what_local_experiments_need() {
+    // scripts/setup.sh's build_and_install_main_job: `pantheon` without default features.
+    let deps = dependencies_with("pantheon-cli", &["--no-default-features", "-e", "build"]);
+    assert_links(
+        "pantheon-cli --no-default-features",
+        &deps,
+        NOT_IN_THE_MAIN_JOB,
+        &[
+            "pantheon-engine",
+            "pantheon-analyzer",
+            "polars",
+            "pantheon-sim",
+        ],
+    );
+    // With its default features it has them all (the check reads the features).
+    let full = dependencies("pantheon-cli");
+    for d in [
+        "candle-core",
+        "egobox-ego",
+        "tonic",
+        "rusqlite",
+        "polars-parquet",
+    ] {
+        assert!(full.iter().any(|f| f == d), "pantheon-cli: no {d}");
+    }
+}
+
+#[test]
+fn the_emulators_core_and_the_simulator_link_no_runtime_or_search() {
+    // emucal without features is its sans-IO core; the TUN runtime and the Bayesian search are
+    // its features `runtime` and `search`.
+    let heavy = ["egobox-ego", "ndarray", "tun-rs", "pantheon-netns"];
+    for package in ["pantheon-emucal", "pantheon-sim"] {
+        assert_links(package, &dependencies(package), &heavy, &["rand"]);
+    }
+    // The tunnel's library without features is its sans-IO core; its program (clap, ctrlc) and
+    // TUN relay are features: what reads logs links neither.
+    let io = ["tun-rs", "pantheon-netns", "clap", "ctrlc"];
+    let core = dependencies_with("pantheon-tunnel", &["--no-default-features"]);
+    assert_links(
+        "pantheon-tunnel --no-default-features",
+        &core,
+        &io,
+        &["libc"],
+    );
+    for package in ["pantheon-analyzer", "pantheon-sim"] {
+        assert_links(package, &dependencies(package), &io, &["pantheon-tunnel"]);
+    }
+    let runtime = dependencies_with("pantheon-emucal", &["--features", "runtime"]);
+    assert_links("emucal/runtime", &runtime, &["egobox-ego"], &["tun-rs"]);
+    let search = dependencies_with("pantheon-emucal", &["--features", "search"]);
+    assert_links("emucal/search", &search, &["tun-rs"], &["egobox-ego"]);
+}
+
+#[test]
+fn the_analysis_uses_eager_polars_and_parquet_only_for_tables() {
+    // Polars' query engine was half of its build; the metrics use eager frames.
+    let lazy = [
+        "polars-lazy",
+        "polars-stream",
+        "polars-plan",
+        "object_store",
+    ];
+    let analyzer = dependencies("pantheon-analyzer");
+    assert_links("pantheon-analyzer", &analyzer, &lazy, &["polars-core"]);
+    assert_links(
+        "pantheon-analyzer",
+        &analyzer,
+        &["polars-parquet"],
+        &["plotters"],
+    );
+    let table = dependencies_with("pantheon-analyzer", &["--features", "table"]);
+    assert_links("analyzer/table", &table, &lazy, &["polars-parquet"]);
 }

@@ -39,7 +39,7 @@ pub mod metrics;
 pub mod report;
 pub mod results;
 pub mod stats;
-#[cfg(feature = "frames")]
+#[cfg(feature = "table")]
 pub mod table;
 pub mod text;
 #[cfg(feature = "frames")]

@@ -12,7 +12,7 @@
 //! - **capacity** (when a link log gives the opportunities) = Σ opportunity bits ÷ (last −
 //!   first opportunity time), Mbit/s; **utilisation** = total throughput ÷ capacity.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use polars::prelude::*;
 use serde::Serialize;
@@ -88,31 +88,38 @@ pub fn run_stats(
     departures: &DataFrame,
     opportunities: Option<&DataFrame>,
 ) -> PolarsResult<RunStats> {
-    // Queueing delay: each packet's delay above its own flow's minimum (before the total
-    // relabels every packet as flow 0).
-    let dep = departures
-        .clone()
-        .lazy()
-        .with_column((col("delay") - col("delay").min().over([col("flow")])?).alias("qdelay"));
-    let flows = grouped_stats(arrivals.clone().lazy(), dep.clone())?;
-    let all = |df: LazyFrame| df.with_column(lit(0u32).alias("flow"));
+    let arr = by_flow(arrivals)?;
+    let dep = by_flow(departures)?;
+    let mut flows = BTreeMap::new();
+    // Queueing delays: each packet's delay above its own flow's minimum, kept for the total.
+    let mut queueing_all = Float64Chunked::from_vec("qdelay".into(), Vec::new());
+    for flow in arr
+        .keys()
+        .chain(dep.keys())
+        .copied()
+        .collect::<BTreeSet<u32>>()
+    {
+        let delays = match dep.get(&flow) {
+            Some(d) => known_delays(d)?,
+            None => Float64Chunked::from_vec("delay".into(), Vec::new()),
+        };
+        let queueing = match delays.min() {
+            Some(min) => &delays - min,
+            None => delays.clone(),
+        };
+        queueing_all.append(&queueing)?;
+        let stats = flow_stats(arr.get(&flow), dep.get(&flow), &delays, &queueing)?;
+        flows.insert(flow, stats);
+    }
     // With one flow the total is that flow (same packets): no second pass over them.
     let total = if flows.len() == 1 {
-        flows.values().next().copied()
+        *flows.values().next().expect("one flow")
+    } else if arrivals.height() == 0 && departures.height() == 0 {
+        flow_stats(None, None, &queueing_all, &queueing_all)?
     } else {
-        grouped_stats(all(arrivals.clone().lazy()), all(dep))?.remove(&0)
+        let delays = known_delays(departures)?;
+        flow_stats(Some(arrivals), Some(departures), &delays, &queueing_all)?
     };
-    let total = total.unwrap_or(FlowStats {
-        tput_mbps: 0.0,
-        p95_delay_ms: None,
-        min_delay_ms: None,
-        p95_queueing_delay_ms: None,
-        loss: if arrivals.height() > 0 { 1.0 } else { 0.0 },
-        arrived: 0,
-        departed: 0,
-        duration_ms: 0.0,
-        negative_delays: 0,
-    });
     let capacity_mbps = match opportunities {
         Some(o) => capacity_mbps(o)?,
         None => None,
@@ -124,75 +131,71 @@ pub fn run_stats(
     })
 }
 
-/// Metrics per value of the `flow` column.
-fn grouped_stats(arr: LazyFrame, dep: LazyFrame) -> PolarsResult<BTreeMap<u32, FlowStats>> {
-    let f = |e: Expr| e.cast(DataType::Float64);
-    let arr_agg = arr.clone().group_by([col("flow")]).agg([
-        f(col("size").sum()).alias("arr_bytes"),
-        f(len()).alias("arrived"),
-    ]);
-    let dep_agg = dep.clone().group_by([col("flow")]).agg([
-        f(col("size").sum()).alias("dep_bytes"),
-        f(len()).alias("departed"),
-        (col("t_ms").max() - col("t_ms").min()).alias("duration_ms"),
-    ]);
-    let delays = dep
-        .filter(col("delay").is_not_null())
-        .group_by([col("flow")])
-        .agg([
-            col("delay")
-                .quantile(lit(0.95), QuantileMethod::Nearest)
-                .alias("p95"),
-            col("delay").min().alias("min_delay"),
-            col("qdelay")
-                .quantile(lit(0.95), QuantileMethod::Nearest)
-                .alias("p95q"),
-            f(col("delay").lt(lit(0.0)).sum()).alias("negative"),
-        ]);
-    let outer = || JoinArgs::new(JoinType::Full).with_coalesce(JoinCoalesce::CoalesceColumns);
-    let table = arr_agg
-        .join(dep_agg, [col("flow")], [col("flow")], outer())
-        .join(delays, [col("flow")], [col("flow")], outer())
-        .collect()?;
-
-    let get = |name: &str| -> PolarsResult<Vec<Option<f64>>> {
-        let c = table.column(name)?.f64()?;
-        Ok((0..c.len()).map(|i| c.get(i)).collect())
-    };
-    let flow_col = table.column("flow")?.cast(&DataType::UInt32)?;
-    let flow_col = flow_col.u32()?;
-    let flow_ids: Vec<Option<u32>> = (0..flow_col.len()).map(|i| flow_col.get(i)).collect();
-    let (arr_bytes, arrived) = (get("arr_bytes")?, get("arrived")?);
-    let (dep_bytes, departed, duration) =
-        (get("dep_bytes")?, get("departed")?, get("duration_ms")?);
-    let (p95, min_delay, negative) = (get("p95")?, get("min_delay")?, get("negative")?);
-    let p95q = get("p95q")?;
-
+/// The rows of `df` per value of its `flow` column (rows without a flow are left out).
+pub(crate) fn by_flow(df: &DataFrame) -> PolarsResult<BTreeMap<u32, DataFrame>> {
     let mut out = BTreeMap::new();
-    for i in 0..table.height() {
-        let Some(flow) = flow_ids[i] else { continue };
-        let (ab, db) = (arr_bytes[i].unwrap_or(0.0), dep_bytes[i].unwrap_or(0.0));
-        let duration_ms = duration[i].unwrap_or(0.0);
-        out.insert(
-            flow,
-            FlowStats {
-                tput_mbps: throughput_mbps(db, duration_ms),
-                p95_delay_ms: p95[i],
-                min_delay_ms: min_delay[i],
-                p95_queueing_delay_ms: p95q[i],
-                loss: if ab > 0.0 {
-                    (1.0 - db / ab).max(0.0)
-                } else {
-                    0.0
-                },
-                arrived: arrived[i].unwrap_or(0.0) as u64,
-                departed: departed[i].unwrap_or(0.0) as u64,
-                duration_ms,
-                negative_delays: negative[i].unwrap_or(0.0) as u64,
-            },
-        );
+    if df.height() == 0 {
+        return Ok(out);
+    }
+    let mut df = df.clone();
+    let flow = df.column("flow")?.cast(&DataType::UInt32)?;
+    df.with_column(flow)?;
+    for part in df.partition_by(["flow"], true)? {
+        if let Some(flow) = part.column("flow")?.u32()?.get(0) {
+            out.insert(flow, part);
+        }
     }
     Ok(out)
+}
+
+/// The one-way delays of `departures` that are known (column `delay` without its nulls), ms.
+fn known_delays(departures: &DataFrame) -> PolarsResult<Float64Chunked> {
+    let delay = departures.column("delay")?.f64()?;
+    delay.filter(&delay.is_not_null())
+}
+
+/// The metrics of one flow (or of all flows together) from its arrivals and departures,
+/// `delays` (its known one-way delays) and `queueing` (each of those above its own flow's
+/// minimum).
+fn flow_stats(
+    arrivals: Option<&DataFrame>,
+    departures: Option<&DataFrame>,
+    delays: &Float64Chunked,
+    queueing: &Float64Chunked,
+) -> PolarsResult<FlowStats> {
+    let bytes = |df: Option<&DataFrame>| -> PolarsResult<f64> {
+        Ok(match df {
+            Some(df) => df.column("size")?.u64()?.sum().unwrap_or(0) as f64,
+            None => 0.0,
+        })
+    };
+    let (ab, db) = (bytes(arrivals)?, bytes(departures)?);
+    let duration_ms = match departures {
+        Some(df) => {
+            let t = df.column("t_ms")?.f64()?;
+            match (t.max(), t.min()) {
+                (Some(last), Some(first)) => last - first,
+                _ => 0.0,
+            }
+        }
+        None => 0.0,
+    };
+    let p95 = |c: &Float64Chunked| c.quantile(0.95, QuantileMethod::Nearest);
+    Ok(FlowStats {
+        tput_mbps: throughput_mbps(db, duration_ms),
+        p95_delay_ms: p95(delays)?,
+        min_delay_ms: delays.min(),
+        p95_queueing_delay_ms: p95(queueing)?,
+        loss: if ab > 0.0 {
+            (1.0 - db / ab).max(0.0)
+        } else {
+            0.0
+        },
+        arrived: arrivals.map_or(0, |df| df.height() as u64),
+        departed: departures.map_or(0, |df| df.height() as u64),
+        duration_ms,
+        negative_delays: delays.iter().flatten().filter(|&d| d < 0.0).count() as u64,
+    })
 }
 
 /// What a run shows of its path's shape, for calibration bounds (reference `pantheon.md` §5).
@@ -210,20 +213,15 @@ pub struct PathShape {
 pub fn path_shape(departures: &DataFrame, bin_ms: f64) -> PolarsResult<PathShape> {
     let t = departures.column("t_ms")?.f64()?;
     let first = t.min().unwrap_or(0.0);
-    let bins = departures
-        .clone()
-        .lazy()
-        .select([
-            // Times are ≥ first, so the cast's truncation is the floor.
-            ((col("t_ms") - lit(first)) / lit(bin_ms))
-                .cast(DataType::UInt32)
-                .alias("bin"),
-            col("size").cast(DataType::Float64).alias("bytes"),
-        ])
-        .group_by([col("bin")])
-        .agg([col("bytes").sum()])
-        .collect()?;
-    let peak_bytes = bins.column("bytes")?.f64()?.max().unwrap_or(0.0);
+    let size = departures.column("size")?.u64()?;
+    // Bits per bin; times are ≥ first, so the truncation is the floor.
+    let mut bins: BTreeMap<u64, f64> = BTreeMap::new();
+    for (t, size) in t.iter().zip(size.iter()) {
+        if let (Some(t), Some(size)) = (t, size) {
+            *bins.entry(((t - first) / bin_ms) as u64).or_default() += size as f64;
+        }
+    }
+    let peak_bytes = bins.values().copied().fold(0.0, f64::max);
     // Sweep over (start, +1) and (end, −1) events; ends sort before starts at equal times.
     let delay = departures.column("delay")?.f64()?;
     let mut events: Vec<(f64, i64)> = Vec::with_capacity(2 * t.len());
@@ -263,23 +261,14 @@ pub fn flow_times(
     departures: &DataFrame,
 ) -> PolarsResult<BTreeMap<u32, FlowTimes>> {
     let span = |df: &DataFrame| -> PolarsResult<BTreeMap<u32, (f64, f64)>> {
-        let g = df
-            .clone()
-            .lazy()
-            .group_by([col("flow").cast(DataType::UInt32)])
-            .agg([
-                col("t_ms").min().alias("first"),
-                col("t_ms").max().alias("last"),
-            ])
-            .collect()?;
-        let flow = g.column("flow")?.u32()?.clone();
-        let (first, last) = (
-            g.column("first")?.f64()?.clone(),
-            g.column("last")?.f64()?.clone(),
-        );
-        Ok((0..g.height())
-            .filter_map(|i| Some((flow.get(i)?, (first.get(i)?, last.get(i)?))))
-            .collect())
+        let mut out = BTreeMap::new();
+        for (flow, part) in by_flow(df)? {
+            let t = part.column("t_ms")?.f64()?;
+            if let (Some(first), Some(last)) = (t.min(), t.max()) {
+                out.insert(flow, (first, last));
+            }
+        }
+        Ok(out)
     };
     let arr = span(arrivals)?;
     Ok(span(departures)?

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
-use crate::metrics::{throughput_mbps, RunStats};
+use crate::metrics::{by_flow, throughput_mbps, RunStats};
 
 /// One flow over time.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -46,12 +46,6 @@ pub struct TimeSeries {
     pub flows: BTreeMap<u32, FlowSeries>,
 }
 
-fn column_f64(df: &DataFrame, name: &str) -> PolarsResult<Vec<f64>> {
-    let c = df.column(name)?.cast(&DataType::Float64)?;
-    let c = c.f64()?;
-    Ok((0..c.len()).map(|i| c.get(i).unwrap_or(f64::NAN)).collect())
-}
-
 /// Bits per bin of `df` (`t_ms`, `size`, and `flow` when `by_flow`), grouped by flow.
 fn binned(
     df: &DataFrame,
@@ -60,35 +54,35 @@ fn binned(
     bin_ms: f64,
     bins: usize,
 ) -> PolarsResult<BTreeMap<u32, Vec<f64>>> {
-    let flow = if by_flow { col("flow") } else { lit(0u32) };
-    let g = df
-        .clone()
-        .lazy()
-        .select([
-            flow.cast(DataType::UInt32).alias("flow"),
-            // Times are ≥ first_ms, so the cast's truncation is the floor.
-            ((col("t_ms") - lit(first_ms)) / lit(bin_ms))
-                .cast(DataType::UInt32)
-                .alias("bin"),
-            col("size").cast(DataType::Float64).alias("bytes"),
-        ])
-        .group_by([col("flow"), col("bin")])
-        .agg([col("bytes").sum()])
-        .collect()?;
-    let flows = g.column("flow")?.u32()?.clone();
-    let bin = g.column("bin")?.u32()?.clone();
-    let bytes = g.column("bytes")?.f64()?.clone();
-    let mut out: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    for i in 0..g.height() {
-        let (Some(f), Some(b), Some(v)) = (flows.get(i), bin.get(i), bytes.get(i)) else {
+    let t = df.column("t_ms")?.f64()?;
+    let size = df.column("size")?.cast(&DataType::Float64)?;
+    let size = size.f64()?;
+    let flow = match by_flow {
+        true => Some(df.column("flow")?.cast(&DataType::UInt32)?),
+        false => None,
+    };
+    let flows: Box<dyn Iterator<Item = Option<u32>>> = match &flow {
+        Some(f) => Box::new(f.u32()?.iter()),
+        None => Box::new(std::iter::repeat(Some(0))),
+    };
+    let mut bytes: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for ((f, t), size) in flows.zip(t.iter()).zip(size.iter()) {
+        let (Some(f), Some(t), Some(size)) = (f, t, size) else {
             continue;
         };
-        let series = out.entry(f).or_insert_with(|| vec![0.0; bins]);
-        if let Some(slot) = series.get_mut(b as usize) {
-            *slot = throughput_mbps(v, bin_ms);
+        // Times are ≥ first_ms, so the truncation is the floor.
+        let bin = ((t - first_ms) / bin_ms) as usize;
+        let series = bytes.entry(f).or_insert_with(|| vec![0.0; bins]);
+        if let Some(slot) = series.get_mut(bin) {
+            *slot += size;
         }
     }
-    Ok(out)
+    for series in bytes.values_mut() {
+        for v in series.iter_mut() {
+            *v = throughput_mbps(*v, bin_ms);
+        }
+    }
+    Ok(bytes)
 }
 
 /// Computes the time series of a run from its frames (see [`crate::ingest::RunFrames`]); the
@@ -136,47 +130,38 @@ pub fn time_series(
         flows.entry(f).or_default().egress = v;
     }
     // Ingress means (Pantheon's legend; not a metric) and delays per flow.
+    let arrivals_by_flow = by_flow(arrivals)?;
+    let departures_by_flow = by_flow(departures)?;
     let ingress_mean = |flow: u32| -> PolarsResult<f64> {
-        let sel = arrivals
-            .clone()
-            .lazy()
-            .filter(col("flow").cast(DataType::UInt32).eq(lit(flow)))
-            .select([
-                col("size").cast(DataType::Float64).sum().alias("bytes"),
-                (col("t_ms").max() - col("t_ms").min()).alias("span"),
-            ])
-            .collect()?;
-        let bytes = column_f64(&sel, "bytes")?.first().copied().unwrap_or(0.0);
-        let span = column_f64(&sel, "span")?.first().copied().unwrap_or(0.0);
-        Ok(throughput_mbps(
-            bytes,
-            if span.is_nan() { 0.0 } else { span },
-        ))
+        let Some(a) = arrivals_by_flow.get(&flow) else {
+            return Ok(0.0);
+        };
+        let bytes = a.column("size")?.u64()?.sum().unwrap_or(0) as f64;
+        let t = a.column("t_ms")?.f64()?;
+        let span = match (t.max(), t.min()) {
+            (Some(last), Some(first)) => last - first,
+            _ => 0.0,
+        };
+        Ok(throughput_mbps(bytes, span))
     };
-    let flow_ids: Vec<u32> = flows.keys().copied().collect();
-    for f in flow_ids {
-        let d = departures
-            .clone()
-            .lazy()
-            .filter(
-                col("flow")
-                    .cast(DataType::UInt32)
-                    .eq(lit(f))
-                    .and(col("delay").is_not_null()),
-            )
-            .select([col("t_ms"), col("delay")])
-            .sort(["t_ms"], SortMultipleOptions::default())
-            .collect()?;
-        let t = column_f64(&d, "t_ms")?;
-        let delay = column_f64(&d, "delay")?;
+    for (&f, series) in flows.iter_mut() {
+        let mut delays: Vec<(f64, f64)> = match departures_by_flow.get(&f) {
+            Some(d) => {
+                let (t, delay) = (d.column("t_ms")?.f64()?, d.column("delay")?.f64()?);
+                t.iter()
+                    .zip(delay.iter())
+                    .filter_map(|(t, d)| Some((t?, d?)))
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        delays.sort_by(|a, b| a.0.total_cmp(&b.0));
         let flow_stats = stats.flows.get(&f);
-        let series = flows.get_mut(&f).expect("flow ids from the map");
         series.ingress_mean = ingress_mean(f)?;
         series.egress_mean = flow_stats.map_or(0.0, |s| s.tput_mbps);
-        series.delays = t
-            .iter()
-            .zip(&delay)
-            .map(|(t, d)| ((t - first_ms) / 1000.0, *d))
+        series.delays = delays
+            .into_iter()
+            .map(|(t, d)| ((t - first_ms) / 1000.0, d))
             .collect();
         series.p95_delay_ms = flow_stats.and_then(|s| s.p95_delay_ms);
         for v in [&mut series.ingress, &mut series.egress] {

@@ -36,8 +36,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+#[cfg(feature = "search")]
 use egobox_ego::{EgorServiceApi, EgorServiceBuilder, InfillStrategy, XType};
+#[cfg(feature = "search")]
 use egobox_moe::MixintGpMixtureParams;
+#[cfg(feature = "search")]
 use ndarray::{Array2, Axis};
 
 use analyzer::stats::median;
@@ -235,6 +238,7 @@ impl Bounds {
     }
 
     /// The bounds in the optimiser's coordinates: rate, delay (int), queue (int), √loss.
+    #[cfg(feature = "search")]
     fn xtypes(&self) -> Vec<XType> {
         vec![
             XType::Float(self.rate_mbps.0, self.rate_mbps.1),
@@ -264,6 +268,7 @@ fn round_rate(mbps: f64) -> f64 {
     ((mbps * 100.0).round() / 100.0).max(0.01)
 }
 
+#[cfg(feature = "search")]
 fn to_x(c: &Candidate) -> [f64; 4] {
     [
         c.rate_mbps,
@@ -273,6 +278,7 @@ fn to_x(c: &Candidate) -> [f64; 4] {
     ]
 }
 
+#[cfg(feature = "search")]
 fn from_x(x: &[f64], delivery: Delivery, b: &Bounds) -> Candidate {
     b.clamp(Candidate {
         rate_mbps: x[0],
@@ -388,6 +394,7 @@ impl Evaluation {
     }
 }
 
+#[cfg(feature = "search")]
 /// Bayesian optimisation of one delivery process's four parameters: tell it measured errors,
 /// ask it for the next candidates.
 pub struct Search {
@@ -401,8 +408,10 @@ pub struct Search {
 
 /// Errors of failed evaluations are told to the surrogate as this much worse than the worst
 /// measured one (a failed run is a bad emulator, not a missing point).
+#[cfg(feature = "search")]
 const FAILURE_PENALTY: f64 = 1.5;
 
+#[cfg(feature = "search")]
 impl Search {
     /// A search over `bounds` with `delivery`, proposing `batch` candidates per
     /// [`Search::suggest`] (for parallel evaluations; qEI with the kriging believer); `seed`
@@ -636,6 +645,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "search")]
     /// The search finds the minimum of a smooth stand-in for the replication error (distance
     /// to the hidden emulator) within a small budget, integers and the √loss axis included.
     #[test]

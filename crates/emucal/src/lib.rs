@@ -39,11 +39,13 @@
 
 pub mod calibrate;
 pub mod emulator;
+#[cfg(feature = "search")]
 pub mod fit;
 pub mod linklog;
 pub mod mm;
 pub mod presets;
 pub mod queue;
+#[cfg(feature = "runtime")]
 pub mod runtime;
 pub mod stage;
 pub mod trace;

@@ -38,6 +38,7 @@
 //!   sweep's job arrays and the calibration's job steps.
 
 pub mod analyze;
+#[cfg(feature = "calibrate")]
 pub mod calibrate;
 pub mod check;
 pub mod clean;
@@ -55,3 +56,15 @@ pub mod simulate;
 pub mod slurm;
 pub mod source;
 pub mod transfers;
+
+/// The error of a capability this build leaves out: `what` needs the cargo feature `feature`
+/// (of `pantheon-engine`, or `pantheon-cli`'s of the same name), which the main job's lean
+/// build (`scripts/main-job.sh`) does not build and the full install (`scripts/install.sh`,
+/// the test command) does.
+pub fn left_out(what: &str, feature: &str) -> String {
+    format!(
+        "{what} is left out of this build of pantheon (cargo feature `{feature}`): the main \
+         job builds only what local experiments need; `bash scripts/install.sh` builds and \
+         installs everything"
+    )
+}

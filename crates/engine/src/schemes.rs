@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -231,12 +230,23 @@ pub struct Simulation {
 /// The names `[simulation] controller` takes.
 pub const SIMULATED_CONTROLLERS: &str = "cubic, newreno, bbr, indigo, indigo_nocalib";
 
+/// The `[simulation] controller` names of Indigo's committed models (`indigo::models::Trained`),
+/// known here whether or not this build has Indigo (feature `indigo`).
+const INDIGO_CONTROLLERS: [&str; 2] = ["indigo", "indigo_nocalib"];
+
+/// Whether `[simulation] controller = name` is one this build leaves out (Indigo's without
+/// the `indigo` feature): a descriptor naming it is still valid.
+fn left_out_controller(name: &str) -> bool {
+    cfg!(not(feature = "indigo")) && INDIGO_CONTROLLERS.contains(&name)
+}
+
 /// What a scheme runs as in simulated time.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Simulated {
     /// One of quinn-proto's controllers.
     Quinn(sim::quic::Controller),
     /// Indigo (docs/indigo.md): a committed model, or the model file `model`.
+    #[cfg(feature = "indigo")]
     Indigo {
         /// The committed model (and the scheme's name for it).
         trained: indigo::models::Trained,
@@ -251,7 +261,14 @@ impl Simulated {
         if let Some(c) = sim::quic::Controller::from_name(name) {
             return Some(Simulated::Quinn(c));
         }
-        indigo::models::Trained::from_name(name).map(|trained| Simulated::Indigo { trained, model })
+        #[cfg(feature = "indigo")]
+        return indigo::models::Trained::from_name(name)
+            .map(|trained| Simulated::Indigo { trained, model });
+        #[cfg(not(feature = "indigo"))]
+        {
+            let _ = model;
+            None
+        }
     }
 
     /// quinn-proto's factory of it (Indigo: its model loaded; errors name a model file that
@@ -259,7 +276,10 @@ impl Simulated {
     pub fn factory(&self) -> anyhow::Result<sim::quic::Factory> {
         Ok(match self {
             Simulated::Quinn(c) => c.factory(),
-            Simulated::Indigo { trained, model } => Arc::new(trained.factory(model.as_deref())?),
+            #[cfg(feature = "indigo")]
+            Simulated::Indigo { trained, model } => {
+                std::sync::Arc::new(trained.factory(model.as_deref())?)
+            }
         })
     }
 }
@@ -284,8 +304,11 @@ impl Scheme {
             let model = s
                 .and_then(|s| s.model.as_deref())
                 .map(|m| PathBuf::from(m.replace("{tools}", &tools_dir().display().to_string())));
-            if model.is_some() && !c.starts_with("indigo") {
+            if model.is_some() && !INDIGO_CONTROLLERS.contains(&c) {
                 return Err(format!("simulation.model is for Indigo, not `{c}`"));
+            }
+            if left_out_controller(c) {
+                return Err(crate::left_out("Indigo's learned controller", "indigo"));
             }
             return Simulated::from_name(c, model)
                 .ok_or_else(|| format!("unknown simulation.controller `{c}`"));
@@ -660,7 +683,7 @@ impl Registry {
                 let problem = match (&sim.controller, &sim.why_not) {
                     (Some(_), Some(_)) => Some("give either controller or why_not".to_owned()),
                     (None, None) => Some("give controller or why_not".to_owned()),
-                    (Some(_), None) => s.simulated().err(),
+                    (Some(c), None) => s.simulated().err().filter(|_| !left_out_controller(c)),
                     (None, Some(_)) => None,
                 };
                 if let Some(message) = problem {

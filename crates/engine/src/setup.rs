@@ -159,8 +159,8 @@ fn cargo_command(c: &CargoDependency) -> anyhow::Result<Command> {
             if !matches!(profile, Some("debug" | "release")) {
                 bail!(
                     "workspace package {workspace} is not installed next to {}; run `bash \
-                     scripts/main-job.sh` (or `source scripts/setup.sh && build_and_install`) \
-                     from the Pantheon-rs clone to build and install it",
+                     scripts/install.sh` from the Pantheon-rs clone to build and install it (the main \
+                     job's build installs `pantheon` alone)",
                     exe.display()
                 );
             }

@@ -26,6 +26,7 @@
 //! ```
 
 pub mod endpoint;
+#[cfg(feature = "io")]
 pub mod io;
 pub mod log;
 pub mod ring;

@@ -1,15 +1,22 @@
 //! `pantheon calibrate`: its flags, the call into the engine's calibration driver, and its
 //! progress bar.
+#![cfg_attr(not(feature = "calibrate"), allow(dead_code))]
 use std::path::PathBuf;
 use std::process::ExitCode;
+#[cfg(feature = "calibrate")]
 use std::sync::atomic::Ordering;
 
+#[cfg(feature = "calibrate")]
 use anyhow::Context;
 use clap::Args;
+#[cfg(feature = "calibrate")]
 use engine::runner::INTERRUPTED;
+#[cfg(feature = "calibrate")]
 use engine::schemes::{Registry, SystemInfo};
+#[cfg(feature = "calibrate")]
 use indicatif::{ProgressBar, ProgressStyle};
 
+#[cfg(feature = "calibrate")]
 use super::{install_interrupt_handler, secs};
 
 /// `pantheon calibrate`'s flags.
@@ -137,6 +144,7 @@ fn parse_range<T: std::str::FromStr>(s: &str) -> Result<(T, T), String> {
     Ok((p(a)?, p(b)?))
 }
 
+#[cfg(feature = "calibrate")]
 pub(crate) fn exec(mut a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     use engine::calibrate;
     if let Some(CalibrateAction::Step { request }) = &a.action {
@@ -229,6 +237,7 @@ pub(crate) fn exec(mut a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+#[cfg(feature = "calibrate")]
 impl CalibrateArgs {
     /// `--schemes`, or the target's schemes that can run here; errors if none can.
     fn schemes(
@@ -291,6 +300,7 @@ impl CalibrateArgs {
 }
 
 /// The best emulator, its error, the leave-one-out check and how to use it.
+#[cfg(feature = "calibrate")]
 fn print_outcome(o: &engine::calibrate::Outcome, opts: &engine::calibrate::CalibrateOptions) {
     println!(
         "Best emulator: {}\nreplication error {:.1} % (throughput {:.1} %, delay {:.1} %; mean of \
@@ -317,8 +327,10 @@ fn print_outcome(o: &engine::calibrate::Outcome, opts: &engine::calibrate::Calib
 }
 
 /// `pantheon calibrate`'s progress bar: evaluations done, best error so far.
+#[cfg(feature = "calibrate")]
 struct CalibrationBar(ProgressBar);
 
+#[cfg(feature = "calibrate")]
 impl engine::calibrate::Progress for CalibrationBar {
     fn evaluated(
         &self,
@@ -347,4 +359,10 @@ impl engine::calibrate::Progress for CalibrationBar {
     fn phase(&self, what: &str) {
         self.0.suspend(|| eprintln!("— {what}"));
     }
+}
+
+/// Without the `calibrate` feature: says so.
+#[cfg(not(feature = "calibrate"))]
+pub(crate) fn exec(_: CalibrateArgs) -> anyhow::Result<ExitCode> {
+    super::left_out("calibrate", "calibrate")
 }

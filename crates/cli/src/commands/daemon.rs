@@ -1,9 +1,12 @@
 //! How the commands that talk to the orchestrator daemon (`pantheon submit`, `status`,
 //! `results`) reach it, and what they share to print its answers.
+#![cfg_attr(not(feature = "testbed"), allow(dead_code))]
 use std::path::PathBuf;
 
 use clap::Args;
+#[cfg(feature = "testbed")]
 use pantheon_orchestrator::agent::auth::Credentials;
+#[cfg(feature = "testbed")]
 use pantheon_orchestrator::testbed::service::{proto, DaemonClient};
 
 /// How the CLI reaches the daemon.
@@ -17,12 +20,14 @@ pub(crate) struct DaemonArgs {
     credentials: PathBuf,
 }
 
+#[cfg(feature = "testbed")]
 impl DaemonArgs {
     pub(crate) fn client(&self) -> anyhow::Result<DaemonClient> {
         DaemonClient::new(&self.daemon, &Credentials::load(&self.credentials, false)?)
     }
 }
 
+#[cfg(feature = "testbed")]
 pub(crate) fn row(e: &proto::Experiment) -> String {
     format!(
         "P{:<5} {:>10} → {:<10} {:>8} {:>2} flow(s) {:>3} run(s)  {:<8} {}  {}",
@@ -39,6 +44,7 @@ pub(crate) fn row(e: &proto::Experiment) -> String {
 }
 
 /// Prints `v` as indented JSON on stdout.
+#[cfg(feature = "testbed")]
 pub(crate) fn print_json(v: &impl serde::Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())

@@ -173,6 +173,16 @@ pub(crate) fn exec(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The error of a subcommand whose capability this build of `pantheon` leaves out (the main
+/// job's lean build): `feature` is the cargo feature that builds it.
+#[allow(dead_code)] // unused when every feature is built
+pub(crate) fn left_out(command: &str, feature: &str) -> anyhow::Result<ExitCode> {
+    Err(anyhow::anyhow!(engine::left_out(
+        &format!("`pantheon {command}`"),
+        feature
+    )))
+}
+
 /// `s` seconds as a duration; an error names `flag` if it is negative or not finite.
 pub(crate) fn secs(s: f64, flag: &str) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(s)

@@ -1,8 +1,11 @@
 //! `pantheon node credentials|bootstrap|info`: a testbed's nodes and their agents.
+#![cfg_attr(not(feature = "testbed"), allow(dead_code))]
 use std::path::PathBuf;
 use std::process::ExitCode;
+#[cfg(feature = "testbed")]
 use std::time::Duration;
 
+#[cfg(feature = "testbed")]
 use anyhow::Context;
 use clap::Subcommand;
 
@@ -62,6 +65,7 @@ pub(crate) enum NodeAction {
     },
 }
 
+#[cfg(feature = "testbed")]
 pub(crate) fn exec(action: NodeAction) -> anyhow::Result<ExitCode> {
     use pantheon_orchestrator::agent::{auth::Credentials, client::AgentClient};
     match action {
@@ -151,4 +155,10 @@ pub(crate) fn exec(action: NodeAction) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Without the `testbed` feature: says so.
+#[cfg(not(feature = "testbed"))]
+pub(crate) fn exec(_: NodeAction) -> anyhow::Result<ExitCode> {
+    super::left_out("node", "testbed")
 }

@@ -1,11 +1,15 @@
 //! `pantheon results list|show|fetch`: the daemon's archive.
+#![cfg_attr(not(feature = "testbed"), allow(dead_code))]
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
+#[cfg(feature = "testbed")]
 use pantheon_orchestrator::testbed::service::proto;
 
-use super::daemon::{print_json, row, DaemonArgs};
+use super::daemon::DaemonArgs;
+#[cfg(feature = "testbed")]
+use super::daemon::{print_json, row};
 
 /// `pantheon results …`.
 #[derive(Subcommand)]
@@ -57,6 +61,7 @@ pub(crate) enum ResultsAction {
 }
 
 /// `pantheon results …`.
+#[cfg(feature = "testbed")]
 pub(crate) fn exec(action: ResultsAction) -> anyhow::Result<ExitCode> {
     match action {
         ResultsAction::List {
@@ -139,4 +144,10 @@ pub(crate) fn exec(action: ResultsAction) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Without the `testbed` feature: says so.
+#[cfg(not(feature = "testbed"))]
+pub(crate) fn exec(_: ResultsAction) -> anyhow::Result<ExitCode> {
+    super::left_out("results", "testbed")
 }

@@ -70,6 +70,7 @@ pub(crate) fn exec(mode: RunMode) -> anyhow::Result<ExitCode> {
 }
 
 /// Pantheon's `test.py remote` flags, with agents.
+#[cfg_attr(not(feature = "testbed"), allow(dead_code))]
 #[derive(Args)]
 pub(crate) struct RemoteArgs {
     /// The remote node's agent: HOST[:PORT] (port 7070 by default).
@@ -123,6 +124,7 @@ pub(crate) struct RemoteArgs {
 }
 
 /// `--sender` / `--tunnel-server`.
+#[cfg_attr(not(feature = "testbed"), allow(dead_code))]
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum WhereArg {
     /// The node of --local-agent.
@@ -131,6 +133,7 @@ enum WhereArg {
     Remote,
 }
 
+#[cfg(feature = "testbed")]
 impl From<WhereArg> for pantheon_orchestrator::remote::Node {
     fn from(w: WhereArg) -> Self {
         match w {
@@ -574,6 +577,13 @@ fn run_experiment(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Without the `testbed` feature: says so.
+#[cfg(not(feature = "testbed"))]
+fn run_remote(_: RemoteArgs) -> anyhow::Result<ExitCode> {
+    super::left_out("run remote", "testbed")
+}
+
+#[cfg(feature = "testbed")]
 fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
     use pantheon_orchestrator::agent::{auth::Credentials, client::AgentClient};
     use pantheon_orchestrator::remote::{self, Nodes, RemoteOptions};

@@ -1,18 +1,29 @@
 //! `pantheon serve`: the orchestrator daemon, until SIGINT/SIGTERM.
+#![cfg_attr(not(feature = "testbed"), allow(dead_code))]
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+#[cfg(feature = "testbed")]
 use std::sync::Arc;
+#[cfg(feature = "testbed")]
 use std::time::Duration;
 
+#[cfg(feature = "testbed")]
 use anyhow::Context;
 use clap::Args;
+#[cfg(feature = "testbed")]
 use engine::schemes::Registry;
+#[cfg(feature = "testbed")]
 use pantheon_orchestrator::agent::auth::{Credentials, TokenCheck};
+#[cfg(feature = "testbed")]
 use pantheon_orchestrator::testbed::archive::{Archive, SqliteArchive};
+#[cfg(feature = "testbed")]
 use pantheon_orchestrator::testbed::config::TestbedConfig;
+#[cfg(feature = "testbed")]
 use pantheon_orchestrator::testbed::daemon::{log, Daemon};
+#[cfg(feature = "testbed")]
 use pantheon_orchestrator::testbed::service::{proto, OrchestratorService};
+#[cfg(feature = "testbed")]
 use pantheon_orchestrator::testbed::web::{router, WebState};
 
 /// `pantheon serve`'s flags.
@@ -42,6 +53,7 @@ pub(crate) struct ServeArgs {
 }
 
 /// Runs the daemon until SIGINT/SIGTERM.
+#[cfg(feature = "testbed")]
 pub(crate) fn exec(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = TestbedConfig::load(&a.testbed)?;
     let registry = Registry::load(a.schemes_dir.as_deref())?;
@@ -133,4 +145,10 @@ pub(crate) fn exec(a: ServeArgs) -> anyhow::Result<ExitCode> {
     rt.shutdown_timeout(Duration::from_secs(1));
     log("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Without the `testbed` feature: says so.
+#[cfg(not(feature = "testbed"))]
+pub(crate) fn exec(_: ServeArgs) -> anyhow::Result<ExitCode> {
+    super::left_out("serve", "testbed")
 }

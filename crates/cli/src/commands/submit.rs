@@ -1,7 +1,9 @@
 //! `pantheon submit`: one experiment queued on the daemon, outside its schedule.
+#![cfg_attr(not(feature = "testbed"), allow(dead_code))]
 use std::process::ExitCode;
 
 use clap::Args;
+#[cfg(feature = "testbed")]
 use pantheon_orchestrator::testbed::service::proto;
 
 use super::daemon::DaemonArgs;
@@ -33,6 +35,7 @@ pub(crate) struct SubmitArgs {
 }
 
 /// `pantheon submit`.
+#[cfg(feature = "testbed")]
 pub(crate) fn exec(a: SubmitArgs) -> anyhow::Result<ExitCode> {
     let id = a.daemon.client()?.submit(proto::SubmitRequest {
         sender: a.sender,
@@ -48,4 +51,10 @@ pub(crate) fn exec(a: SubmitArgs) -> anyhow::Result<ExitCode> {
     })?;
     println!("queued experiment P{id}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Without the `testbed` feature: says so.
+#[cfg(not(feature = "testbed"))]
+pub(crate) fn exec(_: SubmitArgs) -> anyhow::Result<ExitCode> {
+    super::left_out("submit", "testbed")
 }

@@ -1,20 +1,36 @@
 //! `pantheon sweep SWEEP.toml`: an evaluation over a grid of environments × flow mixes × runs
 //! (crate `pantheon-sweep`); `pantheon sweep point DIR ID`, one point of it (what every
 //! executor runs); `pantheon sweep status DIR` and `pantheon sweep collect DIR`.
-use std::path::{Path, PathBuf};
+#![cfg_attr(not(feature = "sweep"), allow(dead_code))]
+#[cfg(feature = "sweep")]
+use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
+#[cfg(feature = "sweep")]
 use std::sync::atomic::Ordering;
 
+#[cfg(feature = "sweep")]
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+#[cfg(feature = "sweep")]
+use clap::Parser;
+use clap::{Args, Subcommand};
+#[cfg(feature = "sweep")]
 use engine::record::{RunOutcome, RunRecord};
+#[cfg(feature = "sweep")]
 use engine::runner::INTERRUPTED;
+#[cfg(feature = "sweep")]
 use engine::schemes::Registry;
+#[cfg(feature = "sweep")]
 use sweep::exec::Status;
+#[cfg(feature = "sweep")]
 use sweep::file::SlurmSection;
+#[cfg(feature = "sweep")]
 use sweep::file::SweepFile;
+#[cfg(feature = "sweep")]
 use sweep::plan::SweepPlan;
+#[cfg(feature = "sweep")]
 use sweep::point::{Outcome, INTERRUPTED_STATUS};
+#[cfg(feature = "sweep")]
 use sweep::slurm::SlurmOptions;
 
 #[derive(Args)]
@@ -104,6 +120,7 @@ enum SweepAction {
     },
 }
 
+#[cfg(feature = "sweep")]
 pub(crate) fn exec(a: SweepArgs) -> anyhow::Result<ExitCode> {
     match a.action {
         Some(SweepAction::Point { dir, ids }) => {
@@ -147,6 +164,7 @@ pub(crate) fn exec(a: SweepArgs) -> anyhow::Result<ExitCode> {
 
 /// Checks the sweep file against the scheme and emulator libraries, freezes it into the
 /// results directory, runs the missing points (here or on Slurm) and collects them.
+#[cfg(feature = "sweep")]
 fn run(file: &Path, a: &SweepArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
     let f = SweepFile::parse(&text, &file.display().to_string())?;
@@ -221,6 +239,7 @@ fn run(file: &Path, a: &SweepArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `--dry-run`: what would run, and with Slurm the batch script (written, not submitted).
+#[cfg(feature = "sweep")]
 fn dry_run(
     dir: &Path,
     exe: &Path,
@@ -255,6 +274,7 @@ fn dry_run(
 }
 
 /// The table, plots and summary of the sweep in `dir`.
+#[cfg(feature = "sweep")]
 fn collect(
     dir: &Path,
     plan: &SweepPlan,
@@ -270,6 +290,7 @@ fn collect(
 }
 
 /// `pantheon run local`'s arguments, parsed as that command parses them.
+#[cfg(feature = "sweep")]
 #[derive(Parser)]
 struct PointRun {
     #[command(flatten)]
@@ -278,6 +299,7 @@ struct PointRun {
 
 /// Runs point `id` of the sweep in `dir`: `pantheon run local` in this process (`run sim` in
 /// a simulated sweep).
+#[cfg(feature = "sweep")]
 fn point(dir: &Path, id: u32) -> anyhow::Result<ExitCode> {
     let simulate = sweep::plan::SweepPlan::load(dir)?.file.simulate;
     let placed = sweep::point::run_point(dir, id, |args, data_dir| {
@@ -319,6 +341,7 @@ fn point(dir: &Path, id: u32) -> anyhow::Result<ExitCode> {
 }
 
 /// Why the runs recorded in `data_dir` failed, one line each.
+#[cfg(feature = "sweep")]
 fn failed_runs(data_dir: &Path) -> String {
     let records = RunRecord::read_all(data_dir).unwrap_or_default();
     let reasons: Vec<String> = records
@@ -335,4 +358,10 @@ fn failed_runs(data_dir: &Path) -> String {
     } else {
         reasons.join("\n")
     }
+}
+
+/// Without the `sweep` feature: says so.
+#[cfg(not(feature = "sweep"))]
+pub(crate) fn exec(_: SweepArgs) -> anyhow::Result<ExitCode> {
+    super::left_out("sweep", "sweep")
 }

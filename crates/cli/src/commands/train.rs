@@ -1,12 +1,18 @@
 //! `pantheon train indigo`: its flags, the training set, the DAgger loop and its progress.
+#![cfg_attr(not(feature = "indigo"), allow(dead_code))]
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[cfg(feature = "indigo")]
 use anyhow::Context;
 use clap::{Args, Subcommand};
+#[cfg(feature = "indigo")]
 use indicatif::{ProgressBar, ProgressStyle};
+#[cfg(feature = "indigo")]
 use indigo::dagger::{DaggerConfig, Progress, Trainer};
+#[cfg(feature = "indigo")]
 use indigo::rollout::Conditions;
+#[cfg(feature = "indigo")]
 use indigo::train::TrainConfig;
 
 /// What to train.
@@ -98,6 +104,7 @@ enum IndigoAction {
 }
 
 /// Runs `pantheon train …`.
+#[cfg(feature = "indigo")]
 pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
     let TrainWhat::Indigo(mut a) = what;
     if let Some(IndigoAction::Step { request }) = &a.action {
@@ -268,6 +275,7 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
 }
 
 /// Rollouts as Slurm job steps: the runner (`--executor slurm`) and the step's handler.
+#[cfg(feature = "indigo")]
 mod steps {
     use std::path::{Path, PathBuf};
     use std::process::ExitCode;
@@ -466,6 +474,7 @@ mod steps {
 }
 
 /// A bar of `len` steps with the elapsed time and a message.
+#[cfg(feature = "indigo")]
 fn progress_bar(len: usize) -> ProgressBar {
     let bar = ProgressBar::new(len as u64);
     bar.set_style(
@@ -473,4 +482,10 @@ fn progress_bar(len: usize) -> ProgressBar {
             .expect("valid template"),
     );
     bar
+}
+
+/// Without the `indigo` feature: says so.
+#[cfg(not(feature = "indigo"))]
+pub(crate) fn exec(_: TrainWhat) -> anyhow::Result<ExitCode> {
+    super::left_out("train", "indigo")
 }
