@@ -10,11 +10,11 @@ use std::sync::atomic::Ordering;
 use anyhow::Context;
 use clap::Args;
 #[cfg(feature = "calibrate")]
-use engine::runner::INTERRUPTED;
-#[cfg(feature = "calibrate")]
-use engine::schemes::{Registry, SystemInfo};
-#[cfg(feature = "calibrate")]
-use indicatif::{ProgressBar, ProgressStyle};
+use {
+    engine::runner::INTERRUPTED,
+    engine::schemes::{Registry, SystemInfo},
+    indicatif::{ProgressBar, ProgressStyle},
+};
 
 #[cfg(feature = "calibrate")]
 use super::{install_interrupt_handler, secs};

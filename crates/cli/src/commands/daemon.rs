@@ -5,9 +5,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 #[cfg(feature = "testbed")]
-use pantheon_orchestrator::agent::auth::Credentials;
-#[cfg(feature = "testbed")]
-use pantheon_orchestrator::testbed::service::{proto, DaemonClient};
+use {
+    pantheon_orchestrator::agent::auth::Credentials,
+    pantheon_orchestrator::testbed::service::{proto, DaemonClient},
+};
 
 /// How the CLI reaches the daemon.
 #[derive(Args)]

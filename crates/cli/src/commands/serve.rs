@@ -4,27 +4,21 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 #[cfg(feature = "testbed")]
-use std::sync::Arc;
-#[cfg(feature = "testbed")]
-use std::time::Duration;
+use {std::sync::Arc, std::time::Duration};
 
 #[cfg(feature = "testbed")]
 use anyhow::Context;
 use clap::Args;
 #[cfg(feature = "testbed")]
-use engine::schemes::Registry;
-#[cfg(feature = "testbed")]
-use pantheon_orchestrator::agent::auth::{Credentials, TokenCheck};
-#[cfg(feature = "testbed")]
-use pantheon_orchestrator::testbed::archive::{Archive, SqliteArchive};
-#[cfg(feature = "testbed")]
-use pantheon_orchestrator::testbed::config::TestbedConfig;
-#[cfg(feature = "testbed")]
-use pantheon_orchestrator::testbed::daemon::{log, Daemon};
-#[cfg(feature = "testbed")]
-use pantheon_orchestrator::testbed::service::{proto, OrchestratorService};
-#[cfg(feature = "testbed")]
-use pantheon_orchestrator::testbed::web::{router, WebState};
+use {
+    engine::schemes::Registry,
+    pantheon_orchestrator::agent::auth::{Credentials, TokenCheck},
+    pantheon_orchestrator::testbed::archive::{Archive, SqliteArchive},
+    pantheon_orchestrator::testbed::config::TestbedConfig,
+    pantheon_orchestrator::testbed::daemon::{log, Daemon},
+    pantheon_orchestrator::testbed::service::{proto, OrchestratorService},
+    pantheon_orchestrator::testbed::web::{router, WebState},
+};
 
 /// `pantheon serve`'s flags.
 #[derive(Args)]

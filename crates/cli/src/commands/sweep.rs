@@ -9,29 +9,21 @@ use std::process::ExitCode;
 #[cfg(feature = "sweep")]
 use std::sync::atomic::Ordering;
 
-#[cfg(feature = "sweep")]
-use anyhow::Context;
-#[cfg(feature = "sweep")]
-use clap::Parser;
 use clap::{Args, Subcommand};
 #[cfg(feature = "sweep")]
-use engine::record::{RunOutcome, RunRecord};
+use {anyhow::Context, clap::Parser};
 #[cfg(feature = "sweep")]
-use engine::runner::INTERRUPTED;
-#[cfg(feature = "sweep")]
-use engine::schemes::Registry;
-#[cfg(feature = "sweep")]
-use sweep::exec::Status;
-#[cfg(feature = "sweep")]
-use sweep::file::SlurmSection;
-#[cfg(feature = "sweep")]
-use sweep::file::SweepFile;
-#[cfg(feature = "sweep")]
-use sweep::plan::SweepPlan;
-#[cfg(feature = "sweep")]
-use sweep::point::{Outcome, INTERRUPTED_STATUS};
-#[cfg(feature = "sweep")]
-use sweep::slurm::SlurmOptions;
+use {
+    engine::record::{RunOutcome, RunRecord},
+    engine::runner::INTERRUPTED,
+    engine::schemes::Registry,
+    sweep::exec::Status,
+    sweep::file::SlurmSection,
+    sweep::file::SweepFile,
+    sweep::plan::SweepPlan,
+    sweep::point::{Outcome, INTERRUPTED_STATUS},
+    sweep::slurm::SlurmOptions,
+};
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]

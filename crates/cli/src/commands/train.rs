@@ -7,13 +7,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 #[cfg(feature = "indigo")]
-use indicatif::{ProgressBar, ProgressStyle};
-#[cfg(feature = "indigo")]
-use indigo::dagger::{DaggerConfig, Progress, Trainer};
-#[cfg(feature = "indigo")]
-use indigo::rollout::Conditions;
-#[cfg(feature = "indigo")]
-use indigo::train::TrainConfig;
+use {
+    indicatif::{ProgressBar, ProgressStyle},
+    indigo::dagger::{DaggerConfig, Progress, Trainer},
+    indigo::rollout::Conditions,
+    indigo::train::TrainConfig,
+};
 
 /// What to train.
 #[derive(Subcommand)]
