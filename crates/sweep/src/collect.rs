@@ -15,6 +15,30 @@ use crate::point::{point_dir, record};
 /// Throughput ratio at or above which a primary is taken to be unharmed (seed 002's 0.9).
 pub const UNHARMED_RATIO: f64 = 0.9;
 
+/// What a point's mix is to the sweep, as the rows of its flows say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RowKind {
+    /// A primary scheme against a contender (`primaries × contenders`): the pair whose
+    /// throughput ratio and harm are computed against each scheme alone.
+    Pair,
+    /// A mix of the file's `list`.
+    #[default]
+    List,
+    /// One scheme alone over the environment (the reference of ratios and harm).
+    Solo,
+}
+
+impl RowKind {
+    /// `pair`, `list` or `solo`: the table's `kind` column.
+    pub fn name(self) -> &'static str {
+        match self {
+            RowKind::Pair => "pair",
+            RowKind::List => "list",
+            RowKind::Solo => "solo",
+        }
+    }
+}
+
 /// One flow of one run of one point.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Row {
@@ -36,8 +60,8 @@ pub struct Row {
     pub emulator: Option<String>,
     /// The mix (`--mix` form).
     pub mix: String,
-    /// `pair`, `list` or `solo`.
-    pub kind: String,
+    /// What the point's mix is to the sweep (column `kind`: `pair`, `list` or `solo`).
+    pub kind: RowKind,
     /// The pair's primary scheme.
     pub primary: Option<String>,
     /// The pair's contender.
@@ -145,11 +169,10 @@ pub fn point_rows(plan: &SweepPlan, p: &Point, perf: &Value) -> Vec<Row> {
             emulator: env.emulator.clone(),
             mix: p.mix.clone(),
             kind: match (p.solo, &p.primary) {
-                (true, _) => "solo",
-                (false, Some(_)) => "pair",
-                (false, None) => "list",
-            }
-            .into(),
+                (true, _) => RowKind::Solo,
+                (false, Some(_)) => RowKind::Pair,
+                (false, None) => RowKind::List,
+            },
             primary: p.primary.clone(),
             contender: p.contender.clone(),
             run: p.run,
@@ -195,7 +218,7 @@ fn median(v: Vec<f64>) -> Option<f64> {
 /// baseline keep `None`.
 pub fn add_baselines(rows: &mut [Row]) {
     let mut solo: BTreeMap<(String, String), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.kind == "solo") {
+    for r in rows.iter().filter(|r| r.kind == RowKind::Solo) {
         let e = solo.entry((r.env.clone(), r.scheme.clone())).or_default();
         e.0.extend(r.tput_mbps);
         e.1.extend(r.p95_delay_ms);
@@ -204,7 +227,7 @@ pub fn add_baselines(rows: &mut [Row]) {
         .into_iter()
         .map(|(k, (t, d))| (k, (median(t), median(d))))
         .collect();
-    for r in rows.iter_mut().filter(|r| r.kind != "solo") {
+    for r in rows.iter_mut().filter(|r| r.kind != RowKind::Solo) {
         let Some(&(tput, delay)) = solo.get(&(r.env.clone(), r.scheme.clone())) else {
             continue;
         };
@@ -267,7 +290,10 @@ impl PairSummary {
 /// environment.
 pub fn pairs(rows: &[Row]) -> Vec<PairSummary> {
     let mut by: Vec<((String, String), BTreeMap<String, Vec<f64>>)> = Vec::new();
-    for r in rows.iter().filter(|r| r.kind == "pair" && r.flow == 1) {
+    for r in rows
+        .iter()
+        .filter(|r| r.kind == RowKind::Pair && r.flow == 1)
+    {
         let (Some(p), Some(c), Some(ratio)) = (&r.primary, &r.contender, r.tput_ratio) else {
             continue;
         };
@@ -435,14 +461,18 @@ mod tests {
 
     fn row(env: &str, kind: &str, mix: &str, flow: u32, scheme: &str, tput: f64) -> Row {
         let pair = kind == "pair";
+        let kind = [RowKind::Pair, RowKind::List, RowKind::Solo]
+            .into_iter()
+            .find(|k| k.name() == kind)
+            .expect("a row kind");
         Row {
             env: env.into(),
-            kind: kind.into(),
+            kind,
             mix: mix.into(),
             flow,
             scheme: scheme.into(),
             tput_mbps: Some(tput),
-            p95_delay_ms: Some(if kind == "solo" { 50.0 } else { 100.0 }),
+            p95_delay_ms: Some(if kind == RowKind::Solo { 50.0 } else { 100.0 }),
             primary: pair.then(|| "cubic".into()),
             contender: pair.then(|| "ledbat".into()),
             rate_mbps: Some(if env == "a" { 10.0 } else { 20.0 }),
@@ -558,7 +588,7 @@ mod tests {
         assert_eq!(rows[1].tput_all_active_mbps, Some(3.9));
         assert_eq!((rows[0].jain, rows[0].convergence_s), (Some(0.7), None));
         assert_eq!(
-            (rows[0].kind.as_str(), rows[0].env.as_str()),
+            (rows[0].kind.name(), rows[0].env.as_str()),
             ("pair", "20mbps-40ms")
         );
         // Another run id, or an invalid run: no rows.

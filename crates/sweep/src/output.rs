@@ -42,7 +42,7 @@ fn columns(rows: &[Row]) -> Vec<(&'static str, Values)> {
         ("loss_rate", f(|r| r.loss_rate)),
         ("emulator", s(|r| r.emulator.clone())),
         ("mix", s(|r| Some(r.mix.clone()))),
-        ("kind", s(|r| Some(r.kind.clone()))),
+        ("kind", s(|r| Some(r.kind.name().to_owned()))),
         ("primary", s(|r| r.primary.clone())),
         ("contender", s(|r| r.contender.clone())),
         ("run", u(|r| r.run)),
