@@ -148,6 +148,21 @@ pub(crate) fn by_flow(df: &DataFrame) -> PolarsResult<BTreeMap<u32, DataFrame>> 
     Ok(out)
 }
 
+/// The bytes of the packets of `df` (column `size`) and the span of their times (column
+/// `t_ms`: last − first, ms); zeros for no frame or no packet.
+pub(crate) fn bytes_and_span(df: Option<&DataFrame>) -> PolarsResult<(f64, f64)> {
+    let Some(df) = df else {
+        return Ok((0.0, 0.0));
+    };
+    let bytes = df.column("size")?.u64()?.sum().unwrap_or(0) as f64;
+    let t = df.column("t_ms")?.f64()?;
+    let span = match (t.max(), t.min()) {
+        (Some(last), Some(first)) => last - first,
+        _ => 0.0,
+    };
+    Ok((bytes, span))
+}
+
 /// The one-way delays of `departures` that are known (column `delay` without its nulls), ms.
 fn known_delays(departures: &DataFrame) -> PolarsResult<Float64Chunked> {
     let delay = departures.column("delay")?.f64()?;
@@ -163,23 +178,8 @@ fn flow_stats(
     delays: &Float64Chunked,
     queueing: &Float64Chunked,
 ) -> PolarsResult<FlowStats> {
-    let bytes = |df: Option<&DataFrame>| -> PolarsResult<f64> {
-        Ok(match df {
-            Some(df) => df.column("size")?.u64()?.sum().unwrap_or(0) as f64,
-            None => 0.0,
-        })
-    };
-    let (ab, db) = (bytes(arrivals)?, bytes(departures)?);
-    let duration_ms = match departures {
-        Some(df) => {
-            let t = df.column("t_ms")?.f64()?;
-            match (t.max(), t.min()) {
-                (Some(last), Some(first)) => last - first,
-                _ => 0.0,
-            }
-        }
-        None => 0.0,
-    };
+    let (ab, _) = bytes_and_span(arrivals)?;
+    let (db, duration_ms) = bytes_and_span(departures)?;
     let p95 = |c: &Float64Chunked| c.quantile(0.95, QuantileMethod::Nearest);
     Ok(FlowStats {
         tput_mbps: throughput_mbps(db, duration_ms),

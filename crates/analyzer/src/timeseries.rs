@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use polars::prelude::*;
 
-use crate::metrics::{by_flow, throughput_mbps, RunStats};
+use crate::metrics::{by_flow, bytes_and_span, throughput_mbps, RunStats};
 
 /// One flow over time.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -133,15 +133,7 @@ pub fn time_series(
     let arrivals_by_flow = by_flow(arrivals)?;
     let departures_by_flow = by_flow(departures)?;
     let ingress_mean = |flow: u32| -> PolarsResult<f64> {
-        let Some(a) = arrivals_by_flow.get(&flow) else {
-            return Ok(0.0);
-        };
-        let bytes = a.column("size")?.u64()?.sum().unwrap_or(0) as f64;
-        let t = a.column("t_ms")?.f64()?;
-        let span = match (t.max(), t.min()) {
-            (Some(last), Some(first)) => last - first,
-            _ => 0.0,
-        };
+        let (bytes, span) = bytes_and_span(arrivals_by_flow.get(&flow))?;
         Ok(throughput_mbps(bytes, span))
     };
     for (&f, series) in flows.iter_mut() {
