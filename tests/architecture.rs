@@ -211,3 +211,83 @@ fn the_analysis_uses_eager_polars_and_parquet_only_for_tables() {
     let table = dependencies_with("pantheon-analyzer", &["--features", "table"]);
     assert_links("analyzer/table", &table, &lazy, &["polars-parquet"]);
 }
+
+/// Every library and program source file of the workspace (`crates/*/src/**.rs`), as (path
+/// relative to the workspace, its code): the text before its unit tests (`#[cfg(test)] mod`),
+/// comment lines left out.
+fn sources() -> Vec<(String, String)> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("read a source directory") {
+            let path = e.expect("a directory entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    // The tests are `pantheon-cli`'s (crates/cli): the workspace is two levels up.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the workspace");
+    let mut files = Vec::new();
+    for krate in std::fs::read_dir(root.join("crates")).expect("read crates/") {
+        let src = krate.expect("a crate").path().join("src");
+        if src.is_dir() {
+            walk(&src, &mut files);
+        }
+    }
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).expect("read a source file");
+            let lines: Vec<&str> = text.lines().collect();
+            let tests = lines
+                .windows(2)
+                .position(|w| {
+                    w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod ")
+                })
+                .unwrap_or(lines.len());
+            let code: String = lines[..tests]
+                .iter()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            (rel.display().to_string(), code)
+        })
+        .collect()
+}
+
+#[test]
+fn the_perf_file_is_read_and_written_only_through_its_type() {
+    // `analyzer::perf::Perf` is the one writer and reader of `pantheon_perf.json`; elsewhere
+    // nobody names the file or reads it as untyped JSON.
+    let sources = sources();
+    let (inside, outside): (Vec<_>, Vec<_>) = sources
+        .iter()
+        .partition(|(path, _)| path.starts_with("crates/analyzer/"));
+    assert!(
+        inside
+            .iter()
+            .any(|(p, code)| p.ends_with("perf.rs") && code.contains("\"pantheon_perf.json\"")),
+        "analyzer/src/perf.rs no longer names the file"
+    );
+    let naming: Vec<&String> = outside
+        .iter()
+        .filter(|(_, code)| code.contains("pantheon_perf"))
+        .map(|(p, _)| p)
+        .collect();
+    assert!(naming.is_empty(), "pantheon_perf.json named in {naming:?}");
+    let untyped: Vec<&String> = outside
+        .iter()
+        .filter(|(_, code)| code.contains("PERF_FILE") && code.contains("Value"))
+        .map(|(p, _)| p)
+        .collect();
+    assert!(
+        untyped.is_empty(),
+        "the perf file read as serde_json::Value in {untyped:?}"
+    );
+}

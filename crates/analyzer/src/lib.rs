@@ -15,6 +15,8 @@
 //!   `pantheon_report.pdf`, no LaTeX or browser needed.
 //! - [`results`]: `pantheon_metadata.json` as one typed value, written by the run and read by
 //!   the analysis; Pantheon's JSON format ([`results::write_json`]).
+//! - [`perf`]: `pantheon_perf.json`, every run's metrics, as one typed value: written by the
+//!   analysis, read by the comparison, the calibration, the sweep's table and the daemon.
 //! - [`stats`]: mean, median, standard deviation of per-run figures.
 //! - [`competition`]: how flows of different schemes share a bottleneck: Jain's index (whole
 //!   interval and per bucket), time to converge, throughput ratio, harm.
@@ -23,8 +25,9 @@
 //!   replication error.
 //!
 //! Polars lives only in this crate: it is most of the workspace's build time. Without the
-//! default feature `frames` only [`text`], [`stats`], [`results`] and [`competition`] are built
-//! (the fuzz targets, the calibration model and the engine's plans use those).
+//! default feature `frames` only [`text`], [`stats`], [`results`], [`perf`] and
+//! [`competition`] are built (the fuzz targets, the calibration model, the engine's plans and
+//! the readers of perf files use those).
 
 #[cfg(feature = "frames")]
 pub mod compare;
@@ -35,6 +38,7 @@ pub mod document;
 pub mod ingest;
 #[cfg(feature = "frames")]
 pub mod metrics;
+pub mod perf;
 #[cfg(feature = "frames")]
 pub mod report;
 pub mod results;

@@ -38,6 +38,31 @@ pub fn median(x: &[f64]) -> Option<f64> {
     })
 }
 
+/// p50, p95 and p99 of some values (Pantheon's nearest-index percentile,
+/// [`percentile`]).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+impl Percentiles {
+    /// `None` for no values.
+    pub fn of(values: &[f64]) -> Option<Percentiles> {
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        Some(Percentiles {
+            p50: percentile(&v, 0.50)?,
+            p95: percentile(&v, 0.95)?,
+            p99: percentile(&v, 0.99)?,
+        })
+    }
+}
+
 /// One scheme's per-run totals in one experiment.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SchemeRuns {

@@ -10,14 +10,15 @@ use std::path::Path;
 
 use analyzer::competition::Sharing;
 use analyzer::ingest::ClockOffsets;
+use analyzer::perf::{
+    CompetingPerf, CompetitionPerf, FlowPerf, Perf, RunPerf, SchemeShare, PERF_FILE,
+};
 use analyzer::report::{self, SchemePoints};
-use analyzer::results::{FlowSpec, Metadata, Mix, Mode};
+use analyzer::results::{FlowSpec, Metadata, Mix, Mode, METADATA_FILE};
 use analyzer::stats::SchemeRuns;
 use analyzer::RunStats;
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
 
-use crate::plan::write_json;
 use crate::record::{RunOutcome, RunRecord};
 use crate::schemes::Registry;
 use crate::transfers::{RunWork, Table};
@@ -161,18 +162,27 @@ impl Competition {
     }
 
     /// The run's entry `"competition"` of `pantheon_perf.json`.
-    fn json(&self) -> Value {
-        json!({
-            "jain": self.sharing.jain,
-            "jain_per_s": self.sharing.jain_per_bucket,
-            "convergence_time": self.sharing.convergence_s,
-            "all_active": self.active_s.map(|(a, b)| [a, b]),
-            "tput_all_active": self.sharing.tput_mbps,
-            "tput_per_s": self.sharing.tput_per_bucket,
-            "per_scheme": self.per_scheme().iter().map(|(scheme, n, tput, share)| {
-                (scheme.clone(), json!({"flows": n, "tput_all_active": tput, "share": share}))
-            }).collect::<serde_json::Map<String, Value>>(),
-        })
+    fn perf(&self) -> CompetitionPerf {
+        CompetitionPerf {
+            jain: self.sharing.jain,
+            jain_per_s: self.sharing.jain_per_bucket.clone(),
+            convergence_time: self.sharing.convergence_s,
+            all_active: self.active_s.map(|(a, b)| [a, b]),
+            tput_all_active: self.sharing.tput_mbps.clone(),
+            tput_per_s: self.sharing.tput_per_bucket.clone(),
+            per_scheme: self
+                .per_scheme()
+                .into_iter()
+                .map(|(scheme, flows, tput_all_active, share)| {
+                    let share = SchemeShare {
+                        flows,
+                        tput_all_active,
+                        share,
+                    };
+                    (scheme, share)
+                })
+                .collect(),
+        }
     }
 
     /// `pick` of the sorted per-bucket Jain indices.
@@ -211,6 +221,21 @@ impl CompetingFlow {
         analyzer::competition::throughput_ratio(self.stats?.tput_mbps, self.solo?.tput_mbps)
     }
 
+    /// What this flow adds to its entry of `pantheon_perf.json`.
+    fn perf(&self) -> CompetingPerf {
+        let (tput_harm, delay_harm) = self.harm();
+        CompetingPerf {
+            scheme: self.spec.scheme.clone(),
+            start: self.spec.start,
+            stop: self.spec.stop,
+            measured_start: self.measured_start_s,
+            extra_delay: self.spec.delay,
+            tput_ratio: self.tput_ratio(),
+            tput_harm,
+            delay_harm,
+        }
+    }
+
     /// Harm done to this flow (Ware et al.): (throughput, p95 one-way delay).
     fn harm(&self) -> (Option<f64>, Option<f64>) {
         use analyzer::competition::{harm, Better};
@@ -235,45 +260,34 @@ struct Solo {
     p95_delay_ms: Option<f64>,
 }
 
-/// Per-scheme run totals of results directory `dir` (analysed first if it has no
-/// `pantheon_perf.json`): `{scheme: {run: {"all": {"tput", "delay", "loss"}}}}`, loss a
-/// fraction as Pantheon writes it, converted to percent here. Errors name the file.
+/// Per-scheme run totals of results directory `dir` from its [`Perf`] (analysed first if it
+/// has no `pantheon_perf.json`): each valid run's `"all"` figures, loss converted to percent
+/// (Pantheon writes a fraction); a scheme without such a run has empty lists. Errors name the
+/// file.
 pub fn perf_runs(dir: &Path, registry: &Registry) -> anyhow::Result<BTreeMap<String, SchemeRuns>> {
-    let perf_path = dir.join("pantheon_perf.json");
-    if !perf_path.exists() {
-        if !dir.join("pantheon_metadata.json").exists() {
+    let perf = if dir.join(PERF_FILE).exists() {
+        Perf::read(dir)?
+    } else {
+        if !dir.join(METADATA_FILE).exists() {
             bail!(
-                "{}: neither pantheon_perf.json nor pantheon_metadata.json: not a results \
-                 directory",
+                "{}: neither {PERF_FILE} nor {METADATA_FILE}: not a results directory",
                 dir.display()
             );
         }
-        analyze_dir(dir, registry).with_context(|| format!("analyse {}", dir.display()))?;
-    }
-    let perf: Value = serde_json::from_str(
-        &std::fs::read_to_string(&perf_path)
-            .with_context(|| format!("read {}", perf_path.display()))?,
-    )
-    .with_context(|| format!("parse {}", perf_path.display()))?;
-    let Some(schemes) = perf.as_object() else {
-        bail!("{}: not a JSON object of schemes", perf_path.display());
+        analyze_dir(dir, registry)
+            .with_context(|| format!("analyse {}", dir.display()))?
+            .perf
     };
-    let mut out = BTreeMap::new();
-    for (scheme, runs) in schemes {
-        let mut r = SchemeRuns::default();
-        for run in runs.as_object().into_iter().flat_map(|m| m.values()) {
-            let all = &run["all"];
-            if let (Some(t), Some(d), Some(l)) = (
-                all["tput"].as_f64(),
-                all["delay"].as_f64(),
-                all["loss"].as_f64(),
-            ) {
-                r.tput_mbps.push(t);
-                r.delay_ms.push(d);
-                r.loss_pct.push(l * 100.0);
-            }
-        }
-        out.insert(scheme.clone(), r);
+    let mut out: BTreeMap<String, SchemeRuns> = perf
+        .schemes
+        .keys()
+        .map(|scheme| (scheme.clone(), SchemeRuns::default()))
+        .collect();
+    for (scheme, _, t) in perf.totals() {
+        let r = out.entry(scheme.to_owned()).or_default();
+        r.tput_mbps.push(t.tput_mbps);
+        r.delay_ms.push(t.delay_ms);
+        r.loss_pct.push(t.loss * 100.0);
     }
     Ok(out)
 }
@@ -332,9 +346,18 @@ impl RunResult {
 /// The analysed runs of every scheme, by scheme name.
 type Results = BTreeMap<String, Vec<RunResult>>;
 
-/// Analyses the results directory `dir`; returns the summary (Markdown) also written to
-/// `pantheon_summary.md`.
-pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<String> {
+/// What [`analyze_dir`] wrote, for its caller to print or archive without reading it back.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// The summary (Markdown), as written to `pantheon_summary.md`.
+    pub summary_md: String,
+    /// Every run's metrics, as written to `pantheon_perf.json`.
+    pub perf: Perf,
+}
+
+/// Analyses the results directory `dir`: writes each run's stats log, `pantheon_perf.json`,
+/// `pantheon_summary.md`, the plots and the report, and returns the summary and the metrics.
+pub fn analyze_dir(dir: &Path, registry: &Registry) -> anyhow::Result<Analysis> {
     analyze_dir_with(dir, registry, None)
 }
 
@@ -345,7 +368,7 @@ pub fn analyze_dir_with(
     dir: &Path,
     registry: &Registry,
     baseline: Option<&Path>,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Analysis> {
     let meta = Metadata::read(dir)?;
     let baseline = match baseline.or(meta.baseline.as_deref().map(Path::new)) {
         Some(b) if meta.mix.is_some() => load_baseline(b, registry)?,
@@ -377,13 +400,14 @@ pub fn analyze_dir_with(
         write_stats_log(dir, &scheme, &rr)?;
         results.entry(scheme).or_default().push(rr);
     }
-    write_perf(dir, &results)?;
+    let perf = perf(&results);
+    perf.write(dir)?;
     let transfers = transfer_report(dir, &meta, &results, registry);
-    let md = summary_markdown(dir, &meta, &results, registry, &transfers);
-    std::fs::write(dir.join("pantheon_summary.md"), &md)?;
+    let summary_md = summary_markdown(dir, &meta, &results, registry, &transfers);
+    std::fs::write(dir.join("pantheon_summary.md"), &summary_md)?;
     summary_plots(dir, &meta, &results, registry)?;
     write_report(dir, &meta, &results, registry, &transfers)?;
-    Ok(md)
+    Ok(Analysis { summary_md, perf })
 }
 
 /// A run of our harness with no record of how it ended: never started, or the command running
@@ -664,8 +688,8 @@ fn clock_warning(offsets: &ClockOffsets, meta: &Metadata) -> Option<String> {
     }
 }
 
-/// `pantheon_perf.json`: `{scheme: {run_id: {"all": {tput, delay, loss, …}, "1": {…}}}}`,
-/// as Pantheon; ours add `"flags"` (the run's warnings) where there are any, and an invalid
+/// The directory's [`Perf`] (`pantheon_perf.json`): `{scheme: {run_id: {"all": {tput, delay,
+/// loss, …}, "1": {…}}}}`, as Pantheon; ours add `"flags"` (the run's warnings) where there are any, and an invalid
 /// run (logs not to be believed) is `{"valid": false, "flags": […]}`, without numbers. A
 /// mixed run is filed under the mix's name; each of its flows adds `"scheme"`, `"start"`,
 /// `"stop"` and `"measured_start"` (s) and `"extra_delay"` (ms) (and with a solo baseline
@@ -673,57 +697,36 @@ fn clock_warning(offsets: &ClockOffsets, meta: &Metadata) -> Option<String> {
 /// "jain_per_s", "convergence_time", "all_active": [from, to], "tput_all_active",
 /// "tput_per_s": [[flow 1's Mbit/s in each second], …], "per_scheme": {scheme: {"flows",
 /// "tput_all_active", "share"}}}`.
-fn write_perf(dir: &Path, results: &Results) -> anyhow::Result<()> {
-    let mut perf = serde_json::Map::new();
+fn perf(results: &Results) -> Perf {
+    let mut perf = Perf::default();
     for (scheme, runs) in results {
-        let mut by_run = serde_json::Map::new();
+        let by_run = perf.schemes.entry(scheme.clone()).or_default();
         for r in runs {
-            let mut run_json = serde_json::Map::new();
-            match &r.stats {
-                Some(_) if r.invalid => {
-                    run_json.insert("valid".into(), Value::Bool(false));
+            let Some(stats) = &r.stats else { continue };
+            let mut run = RunPerf {
+                flags: r.flags.clone(),
+                ..RunPerf::default()
+            };
+            if r.invalid {
+                run.valid = false;
+            } else {
+                run.all = Some(flow_perf(&stats.total));
+                for (id, f) in &stats.flows {
+                    let competing = r.competition.as_ref().and_then(|c| c.flow(*id));
+                    let work = r.work.as_ref().and_then(|w| w.flows.get(id));
+                    let flow = FlowPerf {
+                        competing: competing.map(CompetingFlow::perf),
+                        work: work.map(crate::transfers::FlowWork::perf),
+                        ..flow_perf(f)
+                    };
+                    run.flows.insert(*id, flow);
                 }
-                Some(s) => {
-                    run_json.insert("all".into(), flow_json(&s.total));
-                    for (id, f) in &s.flows {
-                        let mut flow = flow_json(f);
-                        let competing = r.competition.as_ref().and_then(|c| c.flow(*id));
-                        if let (Some(cf), Value::Object(o)) = (competing, &mut flow) {
-                            o.insert("scheme".into(), json!(cf.spec.scheme));
-                            o.insert("start".into(), json!(cf.spec.start));
-                            o.insert("stop".into(), json!(cf.spec.stop));
-                            o.insert("measured_start".into(), json!(cf.measured_start_s));
-                            o.insert("extra_delay".into(), json!(cf.spec.delay));
-                            if cf.solo.is_some() {
-                                let (tput_harm, delay_harm) = cf.harm();
-                                o.insert("tput_ratio".into(), json!(cf.tput_ratio()));
-                                o.insert("tput_harm".into(), json!(tput_harm));
-                                o.insert("delay_harm".into(), json!(delay_harm));
-                            }
-                        }
-                        let work = r.work.as_ref().and_then(|w| w.flows.get(id));
-                        if let (Some(w), Value::Object(o)) = (work, &mut flow) {
-                            o.extend(w.json());
-                        }
-                        run_json.insert(id.to_string(), flow);
-                    }
-                    if let Some(c) = &r.competition {
-                        run_json.insert("competition".into(), c.json());
-                    }
-                }
-                None => continue,
+                run.competition = r.competition.as_ref().map(Competition::perf);
             }
-            if !r.flags.is_empty() {
-                run_json.insert("flags".into(), serde_json::json!(r.flags));
-            }
-            by_run.insert(r.run_id.to_string(), Value::Object(run_json));
+            by_run.insert(r.run_id, run);
         }
-        perf.insert(scheme.clone(), Value::Object(by_run));
     }
-    Ok(write_json(
-        &dir.join("pantheon_perf.json"),
-        &Value::Object(perf),
-    )?)
+    perf
 }
 
 /// The scheme's label in reports (its descriptor's, or its name for a scheme we have no
@@ -1209,11 +1212,18 @@ fn run_plots(
     Ok(())
 }
 
-fn flow_json(f: &analyzer::FlowStats) -> Value {
-    // Pantheon's three keys, plus our extras (ms), named as such: the minimum one-way delay and
-    // the 95th-percentile queueing delay (one-way delay above the flow's minimum).
-    json!({"tput": f.tput_mbps, "delay": f.p95_delay_ms, "loss": f.loss,
-           "min_delay": f.min_delay_ms, "queueing_delay": f.p95_queueing_delay_ms})
+/// A flow's (or all flows') figures: Pantheon's three, plus our extras (ms), named as such:
+/// the minimum one-way delay and the 95th-percentile queueing delay (one-way delay above the
+/// flow's minimum).
+fn flow_perf(f: &analyzer::FlowStats) -> FlowPerf {
+    FlowPerf {
+        tput: Some(f.tput_mbps),
+        delay: f.p95_delay_ms,
+        loss: Some(f.loss),
+        min_delay: f.min_delay_ms,
+        queueing_delay: f.p95_queueing_delay_ms,
+        ..FlowPerf::default()
+    }
 }
 
 /// Rewrites `<scheme>_stats_run<N>.log` as Pantheon's plot.py does: keep the runner's

@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use analyzer::perf::{PageCounts, SizeBucket, TransferCounts, WorkPerf};
 use analyzer::report::{cdf_plot, scatter_plot, CdfSeries, PointSeries};
 use analyzer::results::Metadata;
 use analyzer::RunStats;
-use serde_json::{json, Map, Value};
 use workload::metrics::{by_size, FlowTransfers, IdlePath, Percentiles};
 use workload::record::{read_receiver, read_sender};
 use workload::schedule::arrivals_before;
@@ -177,52 +177,43 @@ pub fn run_work(
 }
 
 impl FlowWork {
-    /// The flow's keys in `pantheon_perf.json`: `workload`, `transfers` (`started`,
-    /// `completed`, `aborted`, `unfinished`), `fct_ms` (one per completed transfer, in id
-    /// order), `slowdown` (likewise, when the bottleneck's rate is known), `fct_by_size`,
-    /// and as they apply `page_load_ms` and `pages` (`started`, `completed`),
-    /// `offered_load`, `drawn_transfers`, `drawn_load`, `tunnel_fct_ms`.
-    pub fn json(&self) -> Map<String, Value> {
+    /// The flow's workload figures in `pantheon_perf.json` ([`WorkPerf`]): the spec, how its
+    /// transfers ended, each completed transfer's FCT (in id order) and slowdown (when the
+    /// bottleneck's rate is known), FCT by size, and as they apply page loads, the offered and
+    /// drawn load and the tunnel's FCT.
+    pub fn perf(&self) -> WorkPerf {
         let t = &self.transfers;
-        let mut o = Map::new();
-        o.insert("workload".into(), json!(self.spec));
-        o.insert(
-            "transfers".into(),
-            json!({"started": t.transfers.len(), "completed": t.completed(),
-                   "aborted": t.aborted(), "unfinished": t.unfinished()}),
-        );
-        o.insert("fct_ms".into(), json!(t.fct_ms()));
-        let slowdown: Vec<f64> = t.transfers.iter().filter_map(|x| x.slowdown).collect();
-        if !slowdown.is_empty() {
-            o.insert("slowdown".into(), json!(slowdown));
+        let count = |n: usize| n as u64;
+        let page_load_ms = t.page_load_ms();
+        WorkPerf {
+            workload: self.spec.clone(),
+            transfers: TransferCounts {
+                started: count(t.transfers.len()),
+                completed: count(t.completed()),
+                aborted: count(t.aborted()),
+                unfinished: count(t.unfinished()),
+            },
+            fct_ms: t.fct_ms(),
+            slowdown: t.transfers.iter().filter_map(|x| x.slowdown).collect(),
+            fct_by_size: by_size(&t.transfers)
+                .iter()
+                .map(|b| SizeBucket {
+                    size: b.label.to_owned(),
+                    count: count(b.count),
+                    fct_ms: b.fct_ms,
+                    slowdown: b.slowdown,
+                })
+                .collect(),
+            pages: (!t.pages.is_empty()).then(|| PageCounts {
+                started: count(t.pages.len()),
+                completed: count(page_load_ms.len()),
+            }),
+            page_load_ms: (!t.pages.is_empty()).then_some(page_load_ms),
+            offered_load: self.offered_load,
+            drawn_transfers: self.drawn.map(|(n, _)| count(n)),
+            drawn_load: self.drawn.and_then(|(_, l)| l),
+            tunnel_fct_ms: self.tunnel_fct_ms,
         }
-        let buckets: Vec<Value> = by_size(&t.transfers)
-            .iter()
-            .map(|b| {
-                let p = |p: &Percentiles| json!({"p50": p.p50, "p95": p.p95, "p99": p.p99});
-                json!({"size": b.label, "count": b.count, "fct_ms": p(&b.fct_ms),
-                       "slowdown": b.slowdown.as_ref().map(p)})
-            })
-            .collect();
-        o.insert("fct_by_size".into(), json!(buckets));
-        if !t.pages.is_empty() {
-            o.insert("page_load_ms".into(), json!(t.page_load_ms()));
-            o.insert(
-                "pages".into(),
-                json!({"started": t.pages.len(), "completed": t.page_load_ms().len()}),
-            );
-        }
-        if let Some(l) = self.offered_load {
-            o.insert("offered_load".into(), json!(l));
-        }
-        if let Some((n, l)) = self.drawn {
-            o.insert("drawn_transfers".into(), json!(n));
-            o.insert("drawn_load".into(), json!(l));
-        }
-        if let Some(f) = self.tunnel_fct_ms {
-            o.insert("tunnel_fct_ms".into(), json!(f));
-        }
-        o
     }
 }
 

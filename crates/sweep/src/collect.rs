@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use analyzer::competition::{harm, throughput_ratio, Better};
-use serde_json::Value;
+use analyzer::perf::{Perf, RunPerf, TransferCounts};
 
 use crate::plan::{Point, SweepPlan};
 use crate::point::{point_dir, record};
@@ -121,90 +121,82 @@ pub struct Row {
     pub page_load_ms: Vec<f64>,
 }
 
-/// The flows of run `run` of one `pantheon_perf.json` (its one top-level entry): for each,
-/// its id and entry, and the run's `competition` entry. `None` if the run is missing or
+/// Run `run` of one point's [`Perf`] (its one scheme or mix); `None` if the run is missing or
 /// invalid.
-fn run_entry(perf: &Value, run: u32) -> Option<(Vec<(u32, &Value)>, Option<&Value>)> {
-    let (_, by_run) = perf.as_object()?.iter().next()?;
-    let r = by_run.get(run.to_string())?.as_object()?;
-    if r.get("valid") == Some(&Value::Bool(false)) {
-        return None;
-    }
-    let mut flows: Vec<(u32, &Value)> = r
-        .iter()
-        .filter_map(|(k, v)| Some((k.parse().ok()?, v)))
-        .collect();
-    flows.sort_by_key(|f| f.0);
-    Some((flows, r.get("competition")))
+fn run_entry(perf: &Perf, run: u32) -> Option<&RunPerf> {
+    let (_, by_run) = perf.schemes.iter().next()?;
+    by_run.get(&run).filter(|r| r.valid)
 }
 
 /// The rows of point `p` from its perf file, before baselines.
-pub fn point_rows(plan: &SweepPlan, p: &Point, perf: &Value) -> Vec<Row> {
-    let Some((flows, competition)) = run_entry(perf, p.run) else {
+pub fn point_rows(plan: &SweepPlan, p: &Point, perf: &Perf) -> Vec<Row> {
+    let Some(run) = run_entry(perf, p.run) else {
         return Vec::new();
     };
     let env = &plan.environments[p.env];
-    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
-    let list = |v: &Value, k: &str| -> Vec<f64> {
-        let mut l: Vec<f64> = v
-            .get(k)
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_f64).collect())
-            .unwrap_or_default();
+    let sorted = |l: &[f64]| {
+        let mut l = l.to_vec();
         l.sort_by(f64::total_cmp);
         l
     };
     let pct = |sorted: &[f64], q: f64| analyzer::stats::percentile(sorted, q);
-    let all_active = competition.and_then(|c| c.get("tput_all_active"));
-    flows
-        .into_iter()
-        .map(|(flow, f)| Row {
-            point: p.id,
-            env: env.label(),
-            rate_mbps: env.rate_mbps,
-            rtt_ms: env.rtt_ms.map(f64::from),
-            buffer_bdp: env.buffer_bdp,
-            buffer_packets: env.buffer_packets.map(f64::from),
-            loss_rate: env.emulator.is_none().then_some(env.loss),
-            emulator: env.emulator.clone(),
-            mix: p.mix.clone(),
-            kind: match (p.solo, &p.primary) {
-                (true, _) => RowKind::Solo,
-                (false, Some(_)) => RowKind::Pair,
-                (false, None) => RowKind::List,
-            },
-            primary: p.primary.clone(),
-            contender: p.contender.clone(),
-            run: p.run,
-            flow,
-            scheme: f
-                .get("scheme")
-                .and_then(Value::as_str)
-                .unwrap_or(&p.mix)
-                .to_owned(),
-            start_s: num(f, "start").unwrap_or(0.0),
-            extra_delay_ms: num(f, "extra_delay").unwrap_or(0.0),
-            tput_mbps: num(f, "tput"),
-            p95_delay_ms: num(f, "delay"),
-            loss: num(f, "loss"),
-            tput_all_active_mbps: all_active
-                .and_then(|a| a.get(flow as usize - 1))
-                .and_then(Value::as_f64),
-            jain: competition.and_then(|c| num(c, "jain")),
-            convergence_s: competition.and_then(|c| num(c, "convergence_time")),
-            workload: f.get("workload").and_then(Value::as_str).map(str::to_owned),
-            transfers_started: f.pointer("/transfers/started").and_then(Value::as_f64),
-            transfers_completed: f.pointer("/transfers/completed").and_then(Value::as_f64),
-            transfers_unfinished: f.pointer("/transfers/unfinished").and_then(Value::as_f64),
-            fct_p50_ms: pct(&list(f, "fct_ms"), 0.5),
-            fct_p95_ms: pct(&list(f, "fct_ms"), 0.95),
-            fct_p99_ms: pct(&list(f, "fct_ms"), 0.99),
-            slowdown_p50: pct(&list(f, "slowdown"), 0.5),
-            slowdown_p95: pct(&list(f, "slowdown"), 0.95),
-            page_load_p50_ms: pct(&list(f, "page_load_ms"), 0.5),
-            page_load_p95_ms: pct(&list(f, "page_load_ms"), 0.95),
-            page_load_ms: list(f, "page_load_ms"),
-            ..Row::default()
+    let competition = run.competition.as_ref();
+    run.flows
+        .iter()
+        .map(|(&flow, f)| {
+            let competing = f.competing.as_ref();
+            let work = f.work.as_ref();
+            let fct_ms = sorted(work.map_or(&[][..], |w| &w.fct_ms));
+            let slowdown = sorted(work.map_or(&[][..], |w| &w.slowdown));
+            let page_load_ms = sorted(
+                work.and_then(|w| w.page_load_ms.as_deref())
+                    .unwrap_or_default(),
+            );
+            let transfers = |n: fn(&TransferCounts) -> u64| work.map(|w| n(&w.transfers) as f64);
+            Row {
+                point: p.id,
+                env: env.label(),
+                rate_mbps: env.rate_mbps,
+                rtt_ms: env.rtt_ms.map(f64::from),
+                buffer_bdp: env.buffer_bdp,
+                buffer_packets: env.buffer_packets.map(f64::from),
+                loss_rate: env.emulator.is_none().then_some(env.loss),
+                emulator: env.emulator.clone(),
+                mix: p.mix.clone(),
+                kind: match (p.solo, &p.primary) {
+                    (true, _) => RowKind::Solo,
+                    (false, Some(_)) => RowKind::Pair,
+                    (false, None) => RowKind::List,
+                },
+                primary: p.primary.clone(),
+                contender: p.contender.clone(),
+                run: p.run,
+                flow,
+                scheme: competing.map_or_else(|| p.mix.clone(), |c| c.scheme.clone()),
+                start_s: competing.map_or(0.0, |c| c.start),
+                extra_delay_ms: competing.map_or(0.0, |c| c.extra_delay),
+                tput_mbps: f.tput,
+                p95_delay_ms: f.delay,
+                loss: f.loss,
+                tput_all_active_mbps: competition
+                    .and_then(|c| c.tput_all_active.get(flow as usize - 1))
+                    .copied(),
+                jain: competition.and_then(|c| c.jain),
+                convergence_s: competition.and_then(|c| c.convergence_time),
+                workload: work.map(|w| w.workload.clone()),
+                transfers_started: transfers(|t| t.started),
+                transfers_completed: transfers(|t| t.completed),
+                transfers_unfinished: transfers(|t| t.unfinished),
+                fct_p50_ms: pct(&fct_ms, 0.5),
+                fct_p95_ms: pct(&fct_ms, 0.95),
+                fct_p99_ms: pct(&fct_ms, 0.99),
+                slowdown_p50: pct(&slowdown, 0.5),
+                slowdown_p95: pct(&slowdown, 0.95),
+                page_load_p50_ms: pct(&page_load_ms, 0.5),
+                page_load_p95_ms: pct(&page_load_ms, 0.95),
+                page_load_ms,
+                ..Row::default()
+            }
         })
         .collect()
 }
@@ -248,11 +240,7 @@ pub fn collect(dir: &Path, plan: &SweepPlan) -> Vec<Row> {
         if !record(dir, p.id).is_some_and(|r| r.ok()) {
             continue;
         }
-        let path = point_dir(dir, p.id).join("results/pantheon_perf.json");
-        let Some(perf) = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        else {
+        let Ok(perf) = Perf::read(&point_dir(dir, p.id).join("results")) else {
             continue;
         };
         rows.extend(point_rows(plan, p, &perf));
@@ -573,7 +561,7 @@ mod tests {
         )
         .unwrap();
         let plan = SweepPlan::new(&f);
-        let perf: Value = serde_json::from_str(
+        let perf = Perf::parse(
             r#"{"cubic-ledbat": {"1": {"all": {"tput": 19.0},
                 "1": {"tput": 15.0, "delay": 60.0, "loss": 0.01, "scheme": "cubic", "start": 0.0},
                 "2": {"tput": 4.0, "delay": 61.0, "loss": 0.02, "scheme": "ledbat", "start": 0.0,
@@ -595,7 +583,7 @@ mod tests {
         let mut run2 = plan.point(1).unwrap().clone();
         run2.run = 2;
         assert!(point_rows(&plan, &run2, &perf).is_empty());
-        let invalid: Value = serde_json::from_str(r#"{"m": {"1": {"valid": false}}}"#).unwrap();
+        let invalid = Perf::parse(r#"{"m": {"1": {"valid": false}}}"#).unwrap();
         assert!(point_rows(&plan, plan.point(1).unwrap(), &invalid).is_empty());
     }
 }

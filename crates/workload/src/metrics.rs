@@ -19,8 +19,6 @@
 
 use std::collections::BTreeMap;
 
-use analyzer::stats::percentile;
-
 use crate::record::{Received, Started, Status};
 
 /// The idle path a transfer's ideal completion time is computed on.
@@ -174,30 +172,7 @@ pub const SIZE_BUCKETS: [(u64, &str); 4] = [
     (u64::MAX, "≥ 1 MB"),
 ];
 
-/// p50, p95 and p99 of some values (Pantheon's nearest-index percentile,
-/// `analyzer::stats::percentile`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Percentiles {
-    /// Median.
-    pub p50: f64,
-    /// 95th percentile.
-    pub p95: f64,
-    /// 99th percentile.
-    pub p99: f64,
-}
-
-impl Percentiles {
-    /// `None` for no values.
-    pub fn of(values: &[f64]) -> Option<Percentiles> {
-        let mut v = values.to_vec();
-        v.sort_by(f64::total_cmp);
-        Some(Percentiles {
-            p50: percentile(&v, 0.50)?,
-            p95: percentile(&v, 0.95)?,
-            p99: percentile(&v, 0.99)?,
-        })
-    }
-}
+pub use analyzer::stats::Percentiles;
 
 /// One size bucket's done transfers.
 #[derive(Debug, Clone, Copy, PartialEq)]

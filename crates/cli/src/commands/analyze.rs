@@ -23,7 +23,7 @@ pub(crate) struct AnalyzeArgs {
 /// Analyses the directory and prints the summary (Markdown).
 pub(crate) fn exec(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::load(a.schemes_dir.as_deref())?;
-    let md = engine::analyze::analyze_dir_with(&a.dir, &registry, a.baseline.as_deref())?;
-    println!("{md}");
+    let analysis = engine::analyze::analyze_dir_with(&a.dir, &registry, a.baseline.as_deref())?;
+    println!("{}", analysis.summary_md);
     Ok(ExitCode::SUCCESS)
 }

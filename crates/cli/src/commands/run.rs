@@ -561,8 +561,8 @@ fn run_experiment(
     if INTERRUPTED.load(Ordering::SeqCst) {
         eprintln!("interrupted: analysing what was recorded");
     }
-    let md = analyze::analyze_dir(&plan.data_dir, registry)?;
-    println!("{md}");
+    let analysis = analyze::analyze_dir(&plan.data_dir, registry)?;
+    println!("{}", analysis.summary_md);
     if INTERRUPTED.load(Ordering::SeqCst) {
         return Ok(ExitCode::from(130));
     }

@@ -19,10 +19,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use analyzer::perf::Perf;
 use anyhow::{anyhow, Context};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use serde_json::Value;
 
 use super::archive::{self, stamp, Archive, NewExperiment, RunMetrics, SchemeStats, Status};
 use super::config::{NodeConfig, TestbedConfig};
@@ -439,54 +439,39 @@ impl Daemon {
                 rec.append_to(dir)?;
             }
         }
-        engine::analyze::analyze_dir(dir, &self.registry)?;
-        let (runs, stats) = read_perf(&dir.join("pantheon_perf.json"))?;
+        let analysis = engine::analyze::analyze_dir(dir, &self.registry)?;
+        let (runs, stats) = archived_metrics(&analysis.perf);
         self.archive
             .finish(id, Status::Done, None, &runs, &stats, &archive::now())
     }
 }
 
-/// Per-run metrics (all flows) and per-scheme means from an analysis's `pantheon_perf.json`
-/// (`{scheme: {run_id: {"all": {tput, delay, loss}}}}`; runs without metrics are skipped).
-pub fn read_perf(path: &Path) -> anyhow::Result<(Vec<RunMetrics>, Vec<SchemeStats>)> {
-    let perf: Value = serde_json::from_str(
-        &std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?,
-    )
-    .with_context(|| format!("parse {}", path.display()))?;
-    let mut runs = Vec::new();
-    let mut stats = Vec::new();
-    for (scheme, by_run) in perf.as_object().into_iter().flatten() {
-        let mut mine = Vec::new();
-        for (run, v) in by_run.as_object().into_iter().flatten() {
-            let all = &v["all"];
-            let (Ok(run), Some(tput), Some(delay), Some(loss)) = (
-                run.parse::<u32>(),
-                all["tput"].as_f64(),
-                all["delay"].as_f64(),
-                all["loss"].as_f64(),
-            ) else {
-                continue;
-            };
-            mine.push(RunMetrics {
-                scheme: scheme.clone(),
-                run,
-                tput_mbps: tput,
-                delay_ms: delay,
-                loss,
-            });
-        }
-        if !mine.is_empty() {
+/// Per-run metrics (all flows) and per-scheme means of an analysis's [`Perf`] (runs without
+/// whole-run figures are left out; schemes without runs too).
+pub fn archived_metrics(perf: &Perf) -> (Vec<RunMetrics>, Vec<SchemeStats>) {
+    let runs: Vec<RunMetrics> = perf
+        .totals()
+        .map(|(scheme, run, t)| RunMetrics {
+            scheme: scheme.to_owned(),
+            run,
+            tput_mbps: t.tput_mbps,
+            delay_ms: t.delay_ms,
+            loss: t.loss,
+        })
+        .collect();
+    let stats = runs
+        .chunk_by(|a, b| a.scheme == b.scheme)
+        .map(|mine| {
             let n = mine.len() as f64;
             let mean = |f: fn(&RunMetrics) -> f64| mine.iter().map(f).sum::<f64>() / n;
-            stats.push(SchemeStats {
-                scheme: scheme.clone(),
+            SchemeStats {
+                scheme: mine[0].scheme.clone(),
                 runs: mine.len() as u32,
                 tput_mbps: mean(|m| m.tput_mbps),
                 delay_ms: mean(|m| m.delay_ms),
                 loss: mean(|m| m.loss),
-            });
-        }
-        runs.extend(mine);
-    }
-    Ok((runs, stats))
+            }
+        })
+        .collect();
+    (runs, stats)
 }
