@@ -1266,6 +1266,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_analysed_directory_is_read_not_analysed_again() {
+        // A perf file alone (Pantheon's, say; no metadata, no logs): analysing could only fail,
+        // so figures coming back show it was read as it is.
+        let dir = std::env::temp_dir().join(format!("perf-runs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(PERF_FILE),
+            r#"{"cubic": {"1": {"all": {"tput": 90.0, "delay": 40.0, "loss": 0.01}},
+                          "2": {"valid": false}},
+                "vegas": {}}"#,
+        )
+        .unwrap();
+        let registry = Registry::load(None).unwrap();
+        let runs = perf_runs(&dir, &registry);
+        std::fs::remove_file(dir.join(PERF_FILE)).unwrap();
+        let missing = perf_runs(&dir, &registry).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let runs = runs.unwrap();
+        assert_eq!(runs["cubic"].tput_mbps, [90.0]);
+        assert_eq!(runs["cubic"].loss_pct, [1.0]);
+        assert!(runs["vegas"].tput_mbps.is_empty());
+        assert!(
+            missing.to_string().contains("not a results directory"),
+            "{missing}"
+        );
+    }
+
+    #[test]
     fn logs_that_cannot_be_are_flagged() {
         use analyzer::text::{Events, LinkTextLog};
         // A merged log: one packet sent, two received (the second at `t_last` ms, `size`
