@@ -291,3 +291,37 @@ fn the_perf_file_is_read_and_written_only_through_its_type() {
         "the perf file read as serde_json::Value in {untyped:?}"
     );
 }
+
+#[test]
+fn libraries_do_not_own_the_process() {
+    // Signal handlers, exiting and printing are the programs' (crates/cli, every src/bin/);
+    // libraries return errors (engine::rootless::RanRootless for a command that ran again
+    // rootless) and report warnings and progress through `tracing`, which the programs print.
+    let owning = [
+        "eprintln!",
+        "println!",
+        "print!(",
+        "eprint!(",
+        "process::exit",
+        "ctrlc::",
+    ];
+    let sources = sources();
+    let libraries: Vec<&(String, String)> = sources
+        .iter()
+        .filter(|(p, _)| !p.starts_with("crates/cli/") && !p.contains("/src/bin/"))
+        .collect();
+    assert!(
+        libraries.iter().any(|(p, _)| p == "crates/engine/src/runner.rs"),
+        "the engine's sources were not read"
+    );
+    let bad: Vec<String> = libraries
+        .iter()
+        .flat_map(|(p, code)| {
+            owning
+                .iter()
+                .filter(|o| code.contains(*o))
+                .map(move |o| format!("{p}: {o}"))
+        })
+        .collect();
+    assert!(bad.is_empty(), "libraries owning the process: {bad:?}");
+}

@@ -20,6 +20,14 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // The libraries' warnings and progress (`tracing`), printed as they are: one plain line each
+    // on stderr.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_level(false)
+        .with_target(false)
+        .init();
     // Pantheon's config file (`pantheon run local -c FILE`) gives defaults of the flags.
     let args = std::env::args_os().collect();
     let args = match commands::run::with_config_defaults(args, &Cli::command()) {
@@ -40,9 +48,13 @@ fn main() -> ExitCode {
     }
     match commands::exec(cli.command) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
-        }
+        Err(e) => match engine::rootless::ran_rootless(&e) {
+            // The command ran again without root (engine::rootless) and that run said all.
+            Some(code) => ExitCode::from(code.clamp(0, 255) as u8),
+            None => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
     }
 }

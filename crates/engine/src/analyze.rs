@@ -384,7 +384,7 @@ pub fn analyze_dir_with(
     let (records, recorded_here) = match RunRecord::read_all(dir) {
         Ok(records) => (records, meta.harness.is_some()),
         Err(e) => {
-            eprintln!("warning: {e:#}; every run is analysed as if it ended normally");
+            tracing::warn!("warning: {e:#}; every run is analysed as if it ended normally");
             (Vec::new(), false)
         }
     };
@@ -473,7 +473,7 @@ fn analyze_run(
         .stats()
         .with_context(|| format!("metrics of {scheme} run {run_id}"))?;
     let secs = started.elapsed().as_secs_f64();
-    eprintln!(
+    tracing::info!(
         "   {scheme} run {run_id}: {} packets read and measured in {secs:.2} s \
          ({:.2} M packets/s)",
         stats.total.arrived,

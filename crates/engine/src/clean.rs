@@ -66,7 +66,7 @@ pub fn require_root(command: &str, why: &str) -> anyhow::Result<()> {
 pub fn remove_orphans_noisily() {
     let r = remove_orphans();
     if !r.is_empty() {
-        eprintln!("removed what killed commands left behind: {}", describe(&r));
+        tracing::info!("removed what killed commands left behind: {}", describe(&r));
     }
 }
 

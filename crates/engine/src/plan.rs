@@ -223,7 +223,7 @@ impl ExperimentPlan {
         let meta = Metadata::read(dir).context("--baseline")?;
         for scheme in self.scheme_names() {
             if !meta.cc_schemes.contains(&scheme) {
-                eprintln!(
+                tracing::warn!(
                     "warning: --baseline {} has no runs of {scheme}: its flows get no \
                      throughput ratio or harm",
                     dir.display()

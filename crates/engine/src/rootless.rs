@@ -155,7 +155,7 @@ fn is_reexecuted_child() -> bool {
 }
 
 /// What a command that creates namespaces does first when not root: runs again rootless
-/// ([`reexec`], which does not return), or, being that run, sets its namespaces up
+/// ([`reexec`], whose run ends this command: the error [`RanRootless`]), or, being that run, sets its namespaces up
 /// ([`setup_inside`]). Nothing for root.
 pub fn enter(command: &str) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
@@ -168,10 +168,31 @@ pub fn enter(command: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The error [`reexec`] always ends with when the command ran again rootless: that run is over,
+/// with exit status `code`, and this process has nothing left to do. The program ends with
+/// `code` and prints nothing ([`ran_rootless`] finds it in an error's chain); a library that
+/// catches errors must pass this one on.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the command ran again without root, in namespaces of its own, and ended with status {code}"
+)]
+pub struct RanRootless {
+    /// The rootless run's exit status (128 + the signal if a signal ended it).
+    pub code: i32,
+}
+
+/// The exit status of the rootless run that ended this command, if `e` is (or wraps)
+/// [`RanRootless`].
+pub fn ran_rootless(e: &anyhow::Error) -> Option<i32> {
+    e.chain()
+        .find_map(|c| c.downcast_ref::<RanRootless>())
+        .map(|r| r.code)
+}
+
 /// Runs this command again (same program, same arguments) inside a new user namespace (this
-/// user as root), mount namespace and network namespace, and exits with its exit status.
-/// Errors, before anything runs, naming each missing piece. `command` names the command in
-/// messages.
+/// user as root), mount namespace and network namespace, waits for it and returns
+/// [`RanRootless`] with its exit status: the caller's program exits with it. Errors, before
+/// anything runs, naming each missing piece. `command` names the command in messages.
 pub fn reexec(command: &str) -> anyhow::Result<std::convert::Infallible> {
     let probe = Probe::read();
     let m = missing(&probe);
@@ -183,7 +204,7 @@ pub fn reexec(command: &str) -> anyhow::Result<std::convert::Infallible> {
         );
     }
     for w in warnings(&probe) {
-        eprintln!("warning: {w}");
+        tracing::warn!("warning: {w}");
     }
     // SAFETY: getuid/getgid have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -236,7 +257,7 @@ pub fn reexec(command: &str) -> anyhow::Result<std::convert::Infallible> {
     let code = status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    std::process::exit(code)
+    Err(RanRootless { code }.into())
 }
 
 /// Inside the namespaces (the re-executed command): makes every mount private to them, puts

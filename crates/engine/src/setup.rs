@@ -33,7 +33,7 @@ pub fn setup_all(schemes: &[&Scheme]) -> Vec<SetupOutcome> {
     schemes
         .iter()
         .map(|s| {
-            eprintln!(">> {}: setting up", s.name);
+            tracing::info!(">> {}: setting up", s.name);
             let mut warnings = Vec::new();
             match setup_one(s, &mut apt_updated, &mut warnings) {
                 Err(e) => SetupOutcome {
@@ -102,7 +102,7 @@ fn setup_one(s: &Scheme, apt_updated: &mut bool, warnings: &mut Vec<String>) -> 
     }
     for c in &deps.cargo {
         if have_binaries {
-            eprintln!("   {}: already built", describe(c));
+            tracing::info!("   {}: already built", describe(c));
             continue;
         }
         run(&mut cargo_command(c)?)?;
@@ -225,7 +225,7 @@ pub(crate) fn shown(cmd: &Command) -> String {
 /// Runs `cmd` with its output on our stderr; an error names the command and its status.
 fn run(cmd: &mut Command) -> anyhow::Result<()> {
     let shown = shown(cmd);
-    eprintln!("   $ {shown}");
+    tracing::info!("   $ {shown}");
     let status = cmd
         .stdout(std::process::Stdio::inherit())
         .status()

@@ -272,7 +272,7 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
     let _nat = match Nat::start(inner_addr, &name) {
         Ok(nat) => Some(nat),
         Err(e) => {
-            eprintln!("pantheon shell: no NAT ({e:#}); the command reaches this host only");
+            tracing::warn!("pantheon shell: no NAT ({e:#}); the command reaches this host only");
             None
         }
     };
@@ -282,7 +282,7 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
     let_the_path_drain(&emulator);
     emulator.stop();
     for e in emulator.errors() {
-        eprintln!("pantheon shell: {e}");
+        tracing::warn!("pantheon shell: {e}");
     }
     drop(emulator);
     // Whatever the command left running in the namespace goes with it.
@@ -324,15 +324,13 @@ fn spawn_inside(
 }
 
 /// Waits for the command to end and returns its exit code; ends it when the emulator's `--once`
-/// traces are over (code 0, as Mahimahi), and passes a SIGINT/SIGTERM sent to us on to it.
+/// traces are over (code 0, as Mahimahi), and passes an interrupt on to it: the program sets
+/// [`INTERRUPTED`] on SIGINT/SIGTERM (Ctrl-C reaches the command through the terminal; a
+/// signal sent to us alone is passed on).
 fn wait_for_command(
     child: &mut std::process::Child,
     emulator: &RunningEmulator,
 ) -> anyhow::Result<i32> {
-    // Ctrl-C reaches the command through the terminal; a signal sent to us alone is passed on.
-    let _ = ctrlc::set_handler(|| {
-        INTERRUPTED.store(true, Ordering::SeqCst);
-    });
     let mut forwarded = false;
     Ok(loop {
         if let Some(status) = child.try_wait().context("wait for the command")? {

@@ -280,11 +280,11 @@ pub fn build(
     source.check()?;
     let tree = source.tree(tools);
     if source.is_built(tools) {
-        eprintln!("   source tree {} already built", tree.display());
+        tracing::info!("   source tree {} already built", tree.display());
         return Ok(tree);
     }
     if tree.exists() {
-        eprintln!("   removing {} (an unfinished build)", tree.display());
+        tracing::info!("   removing {} (an unfinished build)", tree.display());
         std::fs::remove_dir_all(&tree).with_context(|| format!("remove {}", tree.display()))?;
     }
     std::fs::create_dir_all(tree.parent().expect("tree has a parent"))?;
@@ -316,12 +316,12 @@ fn build_in(
 ) -> anyhow::Result<()> {
     let origin = match mirror.and_then(|d| source.find_mirror(d)) {
         Some(g) => {
-            eprintln!("   source: mirror {}", g.display());
+            tracing::info!("   source: mirror {}", g.display());
             g.display().to_string()
         }
         None => {
             if let Some(d) = mirror {
-                eprintln!(
+                tracing::info!(
                     "   no mirror of {} in {}: cloning over the network",
                     source.repository,
                     d.display()
@@ -383,7 +383,7 @@ fn build_in(
             .with_context(|| format!("patch {}: read {}", p.name, p.file))?;
         std::fs::write(&path, apply_patch(&text, p)?)
             .with_context(|| format!("patch {}: write {}", p.name, p.file))?;
-        eprintln!("   patch {}: {} ({})", p.name, p.file, p.why);
+        tracing::info!("   patch {}: {} ({})", p.name, p.file, p.why);
     }
     let src = tree.display().to_string();
     for (i, s) in source.build.iter().enumerate() {
@@ -423,7 +423,7 @@ fn build_in(
 fn run_logged(what: &str, cmd: &mut Command, log: &Path) -> anyhow::Result<()> {
     use std::io::Write as _;
     let shown = crate::setup::shown(cmd);
-    eprintln!("   {what}: $ {shown}");
+    tracing::info!("   {what}: $ {shown}");
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -215,7 +215,7 @@ impl NetNs {
 impl Drop for NetNs {
     fn drop(&mut self) {
         if let Err(e) = run_command("ip", &["netns", "del", &self.name]) {
-            eprintln!(
+            tracing::warn!(
                 "warning: could not remove network namespace {}: {e}",
                 self.name
             );
@@ -289,7 +289,7 @@ pub fn remove_where(doomed: impl Fn(&str) -> bool) -> Vec<String> {
         kill_inside(&name);
         match run_command("ip", &["netns", "del", &name]) {
             Ok(()) => removed.push(name),
-            Err(e) => eprintln!("warning: could not remove network namespace {name}: {e}"),
+            Err(e) => tracing::warn!("warning: could not remove network namespace {name}: {e}"),
         }
     }
     removed

@@ -95,7 +95,7 @@ pub(crate) fn begin(dir: &Path) -> anyhow::Result<(SweepPlan, Status)> {
     let plan = SweepPlan::load(dir)?;
     let stale = remove_stale(dir);
     if stale > 0 {
-        eprintln!("removed {stale} unfinished point(s) of an earlier sweep that was stopped");
+        tracing::info!("removed {stale} unfinished point(s) of an earlier sweep that was stopped");
     }
     let before = Status::read(dir, &plan);
     Ok((plan, before))
@@ -110,7 +110,7 @@ pub fn run_local(
     interrupted: &AtomicBool,
 ) -> anyhow::Result<Status> {
     let (plan, before) = begin(dir)?;
-    eprintln!("{}; {jobs} at a time", before.line());
+    tracing::info!("{}; {jobs} at a time", before.line());
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("create {}", logs.display()))?;
     let mut queue: VecDeque<u32> = before.to_run().into();
@@ -135,7 +135,7 @@ pub fn run_local(
         }
         if interrupted.load(Ordering::SeqCst) && !stopping {
             stopping = true;
-            bar.suspend(|| eprintln!("interrupted: stopping the running points…"));
+            bar.suspend(|| tracing::info!("interrupted: stopping the running points…"));
             for (_, child) in &running {
                 // SAFETY: a signal to a child of ours, by its id.
                 unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -157,7 +157,7 @@ pub fn run_local(
                 Some(r) => {
                     failed += 1;
                     bar.suspend(|| {
-                        eprintln!(
+                        tracing::info!(
                             "point {id} failed: {}",
                             r.error_line().unwrap_or("(no output)")
                         )

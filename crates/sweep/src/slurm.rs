@@ -227,7 +227,7 @@ pub fn run_slurm(
 ) -> anyhow::Result<Status> {
     let (plan, before) = crate::exec::begin(dir)?;
     let Some((script, _, sub)) = prepare(dir, exe, opts, slurm::max_array_size())? else {
-        eprintln!("{}: nothing to submit", before.line());
+        tracing::info!("{}: nothing to submit", before.line());
         return Ok(before);
     };
     let t_submit = Instant::now();
@@ -245,7 +245,7 @@ pub fn run_slurm(
     std::fs::write(&job_file, serde_json::to_string_pretty(&job_record)?)
         .with_context(|| format!("write {}", job_file.display()))?;
     let tasks = sub.tasks.as_ref().map_or(before.to_run().len(), Vec::len);
-    eprintln!(
+    tracing::info!(
         "{}; submitted job array {job} ({tasks} task(s), --array={}): {}",
         before.line(),
         sub.array,
@@ -264,9 +264,9 @@ pub fn run_slurm(
     for tick in 0u64.. {
         if interrupted.load(Ordering::SeqCst) && !cancelled {
             cancelled = true;
-            bar.suspend(|| eprintln!("interrupted: cancelling job {job} (scancel)…"));
+            bar.suspend(|| tracing::info!("interrupted: cancelling job {job} (scancel)…"));
             if let Err(e) = slurm::cancel(&job) {
-                bar.suspend(|| eprintln!("{e:#}"));
+                bar.suspend(|| tracing::info!("{e:#}"));
             }
         }
         // The results directory every 2 s; the controller every 10 s (sites ask not to poll
@@ -304,7 +304,7 @@ pub fn run_slurm(
             if reported.insert(*id) {
                 if let Some(r) = record(dir, *id) {
                     bar.suspend(|| {
-                        eprintln!(
+                        tracing::info!(
                             "point {id} failed: {}",
                             r.error_line().unwrap_or("(no output)")
                         )
@@ -333,14 +333,14 @@ pub fn run_slurm(
         .filter(|&t| t >= submitted_unix_s - 1.0)
         .reduce(f64::min);
     if let Some(t) = first_start {
-        eprintln!(
+        tracing::info!(
             "job {job}: the first point started {:.1} s after submission; all ended {} after",
             t - submitted_unix_s,
             hms(t_submit.elapsed().as_secs_f64())
         );
     }
     if !after.missing.is_empty() && !cancelled {
-        eprintln!(
+        tracing::info!(
             "{} point(s) ended without a record (cancelled, timed out or their node failed; \
              see their logs in {}): {}{}. Run the same command again to resubmit them.",
             after.missing.len(),

@@ -1,6 +1,7 @@
 //! `pantheon shell`: a command inside an emulated path written as Mahimahi shells.
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Args;
 use engine::shell;
 
@@ -53,6 +54,11 @@ pub(crate) fn exec(a: ShellArgs) -> anyhow::Result<ExitCode> {
         emulator: a.emulator,
         backend,
     };
+    // A SIGINT/SIGTERM sent to us is passed on to the command (see shell::run).
+    ctrlc::set_handler(|| {
+        engine::runner::INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+    })
+    .context("install the interrupt handler")?;
     let code = shell::run(&a.chain, &opts)?;
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

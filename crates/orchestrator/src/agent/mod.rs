@@ -36,7 +36,7 @@ pub fn log(message: &str) {
 /// One line on stderr: UTC time (ms, [`stamp`]), `program`, `message` (the daemons' log
 /// format).
 pub fn log_as(program: &str, message: &str) {
-    eprintln!("{} {program}: {message}", stamp(chrono::Utc::now()));
+    tracing::info!("{} {program}: {message}", stamp(chrono::Utc::now()));
 }
 
 /// `t` as the daemons write times, in their logs and the testbed archive: RFC 3339, UTC,
