@@ -311,7 +311,9 @@ fn libraries_do_not_own_the_process() {
         .filter(|(p, _)| !p.starts_with("crates/cli/") && !p.contains("/src/bin/"))
         .collect();
     assert!(
-        libraries.iter().any(|(p, _)| p == "crates/engine/src/runner.rs"),
+        libraries
+            .iter()
+            .any(|(p, _)| p == "crates/engine/src/runner.rs"),
         "the engine's sources were not read"
     );
     let bad: Vec<String> = libraries
@@ -324,4 +326,99 @@ fn libraries_do_not_own_the_process() {
         })
         .collect();
     assert!(bad.is_empty(), "libraries owning the process: {bad:?}");
+}
+
+/// The module graph of each crate: top-level module (`src/<m>.rs` or `src/<m>/…`) → the
+/// top-level modules its code names as `crate::<m>`, by crate directory.
+fn module_graphs() -> std::collections::BTreeMap<String, ModuleGraph> {
+    let mut graphs: std::collections::BTreeMap<String, ModuleGraph> = Default::default();
+    for (path, code) in sources() {
+        let mut parts = path.split('/');
+        let (Some("crates"), Some(krate), Some("src"), Some(first)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let module = first.trim_end_matches(".rs");
+        if ["lib", "main", "bin"].contains(&module) {
+            continue;
+        }
+        let uses = graphs
+            .entry(krate.to_owned())
+            .or_default()
+            .entry(module.to_owned())
+            .or_default();
+        for (i, _) in code.match_indices("crate::") {
+            // `crate::` itself, not the end of `my_crate::`.
+            if code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let name: String = code[i + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            assert!(
+                !code[i + "crate::".len()..].starts_with('{'),
+                "{path}: `use crate::{{…}}`: one `use crate::<module>…` per module, so that \
+                 the module graph can be read"
+            );
+            if !name.is_empty() && name != module {
+                uses.insert(name);
+            }
+        }
+    }
+    graphs
+}
+
+type ModuleGraph = std::collections::BTreeMap<String, std::collections::BTreeSet<String>>;
+
+/// A cycle of `graph` as the modules along it, if it has one.
+fn cycle(graph: &ModuleGraph) -> Option<Vec<String>> {
+    fn visit(
+        graph: &ModuleGraph,
+        m: &str,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == m) {
+            let mut c = path[at..].to_vec();
+            c.push(m.to_owned());
+            return Some(c);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_owned());
+        for next in graph.get(m).into_iter().flatten() {
+            if let Some(c) = visit(graph, next, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(m.to_owned());
+        None
+    }
+    let mut done = Default::default();
+    graph
+        .keys()
+        .find_map(|m| visit(graph, m, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_crate_has_an_import_circle_between_its_modules() {
+    let graphs = module_graphs();
+    // The graph was read: the engine's runner runs simulated runs through the simulator.
+    assert!(graphs["engine"]["runner"].contains("simulate"));
+    // And a circle is found when there is one.
+    let mut circular = graphs["engine"].clone();
+    circular
+        .entry("simulate".into())
+        .or_default()
+        .insert("runner".into());
+    assert!(cycle(&circular).is_some());
+    for (krate, graph) in &graphs {
+        if let Some(c) = cycle(graph) {
+            panic!("crates/{krate}: import circle {}", c.join(" → "));
+        }
+    }
 }

@@ -28,6 +28,7 @@
 //! - [`transfers`]: runs with workloads (`--workload`): completion times, slowdowns, page load
 //!   times, from the programs' transfer records.
 //! - [`setup`]: `pantheon schemes setup`, what the descriptors ask to install and run once.
+//! - [`step`]: a command line of a descriptor's setup or a source scheme's build.
 //! - [`check`]: `pantheon schemes check`, each scheme through a short emulated run.
 //! - [`clean`]: what killed commands left behind (namespaces named after a dead pid), removed.
 //! - [`compare`]: `pantheon compare A B`, two results directories side by side.
@@ -55,6 +56,7 @@ pub mod shell;
 pub mod simulate;
 pub mod slurm;
 pub mod source;
+pub mod step;
 pub mod transfers;
 
 /// The error of a capability this build leaves out: `what` needs the cargo feature `feature`

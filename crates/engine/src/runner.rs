@@ -30,7 +30,6 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context};
 use emucal::mm::EmulatedPath;
 use emucal::runtime::{RunningEmulator, OUTER_ADDR};
-use emucal::stage::FlowDelay;
 use netns::NetNs;
 use sim::frame::tunnel_port;
 use tunnel::io::{EndpointConfig, RunningEndpoint};
@@ -39,7 +38,9 @@ use tunnel::log::{LogFormat, Role};
 use crate::plan::ExperimentPlan;
 pub use crate::record::{RunOutcome, RunRecord, INTERRUPTED, RUNS_FILE};
 use crate::schemes::{flow_stem, side_file, FlowWorkload, Scheme, Side};
-use crate::sequence::{flows_of, run_sequence, RunFlow, Sides, SCHEME_PORT};
+use crate::sequence::{
+    flows_of, link_log_paths, log_path, run_sequence, with_flow_delays, RunFlow, Sides, SCHEME_PORT,
+};
 use workload::Workload;
 
 /// The receiver side's tunnel address (pantheon-tunnel's server "private" address).
@@ -303,20 +304,6 @@ pub fn loopback_run(
     result
 }
 
-/// File names of one run's files in the data directory.
-pub fn log_path(
-    dir: &Path,
-    scheme: &str,
-    direction: &str,
-    run: u32,
-    flow: u16,
-    kind: &str,
-) -> PathBuf {
-    dir.join(analyzer::ingest::log_name(
-        scheme, direction, run, flow, kind,
-    ))
-}
-
 /// Runs `flows` once as run `run_id` of `name` (the scheme's name for a run of one scheme,
 /// the mix's for a mix: it names the run's files and its record) — simulated instead when the
 /// plan says so ([`crate::simulate::simulate_once`]). Never panics on scheme failure; returns
@@ -456,30 +443,6 @@ fn start_emulator(
         .context("start the emulator")?,
     );
     Ok((host, emu))
-}
-
-/// `path` with each of `flows`' extra one-way delay (a mix's `+DELAY`) on that flow's packets,
-/// found by its tunnel port ([`tunnel_port`]): what a real and a simulated run both emulate.
-pub fn with_flow_delays(path: &EmulatedPath, flows: &[RunFlow]) -> EmulatedPath {
-    let delays: Vec<FlowDelay> = (1..)
-        .zip(flows)
-        .filter(|(_, f)| !f.delay.is_zero())
-        .map(|(i, f)| FlowDelay {
-            udp_port: tunnel_port(i),
-            delay_ns: f.delay.as_nanos() as u64,
-        })
-        .collect();
-    path.with_flow_delays(&delays)
-}
-
-/// Pantheon's `--uplink-log`/`--downlink-log` of mm-link for run `run_id` of `scheme` in
-/// `dir`: `<cc>_mm_datalink_run<N>.log` (the sender is inside, so data is uplink) and
-/// `<cc>_mm_acklink_run<N>.log`.
-pub fn link_log_paths(dir: &Path, scheme: &str, run_id: u32) -> (PathBuf, PathBuf) {
-    (
-        dir.join(format!("{scheme}_mm_datalink_run{run_id}.log")),
-        dir.join(format!("{scheme}_mm_acklink_run{run_id}.log")),
-    )
 }
 
 /// Where one flow's tunnel logs go: `<dir>/<scheme>_{datalink,acklink}_run<N>_flow<i>.

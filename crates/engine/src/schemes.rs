@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::source::{self, Source};
+pub use crate::step::Step;
 
 mod builtin {
     include!(concat!(env!("OUT_DIR"), "/builtin_schemes.rs"));
@@ -74,10 +75,6 @@ pub enum CargoDependency {
         version: String,
     },
 }
-
-/// One setup step: an argv run without a shell (use `["sh", "-c", "…"]` for one), in
-/// [`tools_dir`]. `{tools}` is replaced by that directory.
-pub type Step = Vec<String>;
 
 /// How to start one side.
 #[derive(Debug, Clone, Deserialize)]

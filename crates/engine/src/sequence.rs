@@ -18,9 +18,13 @@
 //! run with the reason. Starts and stops are made when due, not at the next poll: the wait
 //! before each is cut to it.
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use emucal::mm::EmulatedPath;
+use emucal::stage::FlowDelay;
+use sim::frame::tunnel_port;
 
 use crate::plan::{utc_now, ExperimentPlan};
 use crate::record::RunRecord;
@@ -224,6 +228,44 @@ pub fn sleep_checked(sides: &mut dyn Sides, d: Duration) -> anyhow::Result<()> {
         }
         std::thread::sleep(left.min(sides.poll()));
     }
+}
+
+/// File names of one run's files in the data directory.
+pub fn log_path(
+    dir: &Path,
+    scheme: &str,
+    direction: &str,
+    run: u32,
+    flow: u16,
+    kind: &str,
+) -> PathBuf {
+    dir.join(analyzer::ingest::log_name(
+        scheme, direction, run, flow, kind,
+    ))
+}
+
+/// `path` with each of `flows`' extra one-way delay (a mix's `+DELAY`) on that flow's packets,
+/// found by its tunnel port ([`tunnel_port`]): what a real and a simulated run both emulate.
+pub fn with_flow_delays(path: &EmulatedPath, flows: &[RunFlow]) -> EmulatedPath {
+    let delays: Vec<FlowDelay> = (1..)
+        .zip(flows)
+        .filter(|(_, f)| !f.delay.is_zero())
+        .map(|(i, f)| FlowDelay {
+            udp_port: tunnel_port(i),
+            delay_ns: f.delay.as_nanos() as u64,
+        })
+        .collect();
+    path.with_flow_delays(&delays)
+}
+
+/// Pantheon's `--uplink-log`/`--downlink-log` of mm-link for run `run_id` of `scheme` in
+/// `dir`: `<cc>_mm_datalink_run<N>.log` (the sender is inside, so data is uplink) and
+/// `<cc>_mm_acklink_run<N>.log`.
+pub fn link_log_paths(dir: &Path, scheme: &str, run_id: u32) -> (PathBuf, PathBuf) {
+    (
+        dir.join(format!("{scheme}_mm_datalink_run{run_id}.log")),
+        dir.join(format!("{scheme}_mm_acklink_run{run_id}.log")),
+    )
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context};
 
-use crate::schemes::{find_program, tools_dir, CargoDependency, Scheme, Step, SystemInfo};
+use crate::schemes::{find_program, tools_dir, CargoDependency, Scheme, SystemInfo};
+use crate::step::{shown, Step};
 
 /// The outcome of setting up one scheme.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -208,18 +209,6 @@ fn step_command(step: &Step, tools: &Path) -> anyhow::Result<Command> {
     let mut cmd = Command::new(program);
     cmd.args(args).current_dir(tools);
     Ok(cmd)
-}
-
-/// `cmd` as a line to print: program and arguments, space-separated.
-pub(crate) fn shown(cmd: &Command) -> String {
-    format!(
-        "{} {}",
-        cmd.get_program().to_string_lossy(),
-        cmd.get_args()
-            .map(|a| a.to_string_lossy())
-            .collect::<Vec<_>>()
-            .join(" ")
-    )
 }
 
 /// Runs `cmd` with its output on our stderr; an error names the command and its status.

@@ -19,8 +19,8 @@ use sim::run::{simulate, FlowSpec, SimConfig, SimOutcome};
 
 use crate::plan::ExperimentPlan;
 use crate::record::{RunRecord, INTERRUPTED};
-use crate::runner::{link_log_paths, log_path, with_flow_delays};
 use crate::sequence::RunFlow;
+use crate::sequence::{link_log_paths, log_path, with_flow_delays};
 
 /// Simulates `flows` as run `run_id` of `name` over `path`: logs in `plan.data_dir` under the
 /// names of a real run, the record's notes giving the simulation's speed. `progress` is told

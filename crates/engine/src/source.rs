@@ -32,7 +32,7 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::schemes::Step;
+use crate::step::{shown, Step};
 
 /// The environment variable naming the directory of git mirrors (as `--source-mirror DIR`).
 pub const MIRROR_ENV: &str = "PANTHEON_SOURCE_MIRROR";
@@ -422,7 +422,7 @@ fn build_in(
 /// step, the command and its status, and ends with the last 25 lines of the log.
 fn run_logged(what: &str, cmd: &mut Command, log: &Path) -> anyhow::Result<()> {
     use std::io::Write as _;
-    let shown = crate::setup::shown(cmd);
+    let shown = shown(cmd);
     tracing::info!("   {what}: $ {shown}");
     let mut file = std::fs::OpenOptions::new()
         .create(true)

@@ -192,8 +192,9 @@ impl Inner {
         } else {
             ("datalink", "acklink")
         };
-        let lp =
-            |d: &str, k: &str| runner::log_path(&hosted.dir, &req.scheme, d, req.run_id, flow, k);
+        let lp = |d: &str, k: &str| {
+            engine::sequence::log_path(&hosted.dir, &req.scheme, d, req.run_id, flow, k)
+        };
         let (local_private, peer_private) = match role {
             Role::Server => (SERVER_PRIVATE, CLIENT_PRIVATE),
             Role::Client => (CLIENT_PRIVATE, SERVER_PRIVATE),
