@@ -39,7 +39,8 @@ use crate::plan::ExperimentPlan;
 pub use crate::record::{RunOutcome, RunRecord, INTERRUPTED, RUNS_FILE};
 use crate::schemes::{flow_stem, side_file, FlowWorkload, Scheme, Side};
 use crate::sequence::{
-    flows_of, link_log_paths, log_path, run_sequence, with_flow_delays, RunFlow, Sides, SCHEME_PORT,
+    flows_of, link_log_paths, log_path, run_sequence, with_flow_delays, RunFlow, RunSpec, Sides,
+    SCHEME_PORT,
 };
 use workload::Workload;
 
@@ -304,32 +305,21 @@ pub fn loopback_run(
     result
 }
 
-/// Runs `flows` once as run `run_id` of `name` (the scheme's name for a run of one scheme,
-/// the mix's for a mix: it names the run's files and its record) — simulated instead when the
-/// plan says so ([`crate::simulate::simulate_once`]). Never panics on scheme failure; returns
+/// Runs `run` once (its flows, filed under its name: the scheme's for a run of one scheme,
+/// the mix's for a mix) — simulated instead when the plan says so ([`crate::simulate::simulate_once`]). Never panics on scheme failure; returns
 /// the record.
 pub fn run_once(
     plan: &ExperimentPlan,
     path: &EmulatedPath,
-    name: &str,
-    flows: &[RunFlow],
-    run_id: u32,
-    tag: &str,
+    run: &RunSpec,
     progress: &dyn Fn(f64),
 ) -> RunRecord {
     if plan.simulate {
-        return crate::simulate::simulate_once(plan, path, name, flows, run_id, progress);
+        return crate::simulate::simulate_once(plan, path, run, progress);
     }
-    let mut record = RunRecord::new(name, run_id);
+    let mut record = RunRecord::new(run.name, run.run_id);
     let mut res = RunResources::default();
-    let run = Run {
-        plan,
-        name,
-        flows,
-        run_id,
-        tag,
-    };
-    let result = drive_run(&run, path, &mut res, &mut record, progress);
+    let result = drive_run(plan, run, path, &mut res, &mut record, progress);
     // Tear down explicitly (the same happens on unwinding), then check nothing is left.
     let t = res.teardown();
     let result = t.judge(result);
@@ -350,33 +340,29 @@ pub fn run_scheme_once(
     progress: &dyn Fn(f64),
 ) -> RunRecord {
     let flows = flows_of(plan, scheme);
-    run_once(plan, path, &scheme.name, &flows, run_id, tag, progress)
+    let run = RunSpec {
+        name: &scheme.name,
+        flows: &flows,
+        run_id,
+        tag,
+    };
+    run_once(plan, path, &run, progress)
 }
 
 /// The namespaces of one flow: (receiver's, sender's), indices into
 /// [`RunResources::namespaces`].
 type FlowNamespaces = (usize, usize);
 
-/// What one run is: the plan, the name its files are filed under, its flows, its id and the
-/// unique tag of its namespaces.
-struct Run<'a> {
-    plan: &'a ExperimentPlan,
-    name: &'a str,
-    flows: &'a [RunFlow<'a>],
-    run_id: u32,
-    tag: &'a str,
-}
-
 /// The run itself, steps 1–4 of the module docs; everything it starts goes into `res`, which
 /// the caller tears down whatever this returns.
 fn drive_run(
-    run: &Run,
+    plan: &ExperimentPlan,
+    run: &RunSpec,
     path: &EmulatedPath,
     res: &mut RunResources,
     record: &mut RunRecord,
     progress: &dyn Fn(f64),
 ) -> anyhow::Result<()> {
-    let plan = run.plan;
     let path = &with_flow_delays(path, run.flows);
     let (host, emu) = start_emulator(plan, path, run.name, run.run_id, run.tag, res)?;
     let mut namespaces = Vec::new();

@@ -50,6 +50,21 @@ pub struct RunFlow<'a> {
     pub workload: Workload,
 }
 
+/// What one run is, whoever runs it (this machine's namespaces, two testbed agents, the
+/// simulator): the name its files and record are filed under (a scheme's, or a mix's), its
+/// flows, its id, and a tag unique among the runs going on (its namespaces' and tunnels' names).
+#[derive(Debug, Clone, Copy)]
+pub struct RunSpec<'a> {
+    /// The scheme's name, or the mix's (`cubic-bbr`).
+    pub name: &'a str,
+    /// Its flows, in flow id order (flow 1 first).
+    pub flows: &'a [RunFlow<'a>],
+    /// Its run id (`_run<N>` of its files).
+    pub run_id: u32,
+    /// Unique among the runs going on (`<prefix>-<n>`).
+    pub tag: &'a str,
+}
+
 /// Pantheon's flows of one run of one scheme: `plan.flows` flows of `scheme`, started
 /// `plan.interval` apart from the run's start, all running to its end, each with the plan's
 /// `--workload` (checked by the plan: bulk if it does not parse).

@@ -15,27 +15,24 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use emucal::mm::EmulatedPath;
 use sim::logs::{FileSink, SIM_EPOCH_NS};
-use sim::run::{simulate, FlowSpec, SimConfig, SimOutcome};
+use sim::run::{simulate, FlowSpec, SimConfig};
 
 use crate::plan::ExperimentPlan;
-use crate::record::{RunRecord, INTERRUPTED};
-use crate::sequence::RunFlow;
-use crate::sequence::{link_log_paths, log_path, with_flow_delays};
+use crate::record::{RunRecord, SimulationCost, INTERRUPTED};
+use crate::sequence::{link_log_paths, log_path, with_flow_delays, RunSpec};
 
-/// Simulates `flows` as run `run_id` of `name` over `path`: logs in `plan.data_dir` under the
+/// Simulates `run_spec` (its flows, filed under its name and run id) over `path`: logs in `plan.data_dir` under the
 /// names of a real run, the record's notes giving the simulation's speed. `progress` is told
 /// the fraction of the runtime simulated (0–1). Ctrl-C (the [`INTERRUPTED`] flag) stops it as
 /// interrupted. Never panics on a failing flow; returns the record.
 pub fn simulate_once(
     plan: &ExperimentPlan,
     path: &EmulatedPath,
-    name: &str,
-    flows: &[RunFlow],
-    run_id: u32,
+    run_spec: &RunSpec,
     progress: &dyn Fn(f64),
 ) -> RunRecord {
-    let mut record = RunRecord::new(name, run_id);
-    let result = run(plan, path, name, flows, run_id, progress, &mut record);
+    let mut record = RunRecord::new(run_spec.name, run_spec.run_id);
+    let result = run(plan, path, run_spec, progress, &mut record);
     record.finish(result, &plan.data_dir, &[]);
     record
 }
@@ -47,12 +44,16 @@ fn ns(d: Duration) -> u64 {
 fn run(
     plan: &ExperimentPlan,
     path: &EmulatedPath,
-    name: &str,
-    flows: &[RunFlow],
-    run_id: u32,
+    run_spec: &RunSpec,
     progress: &dyn Fn(f64),
     record: &mut RunRecord,
 ) -> anyhow::Result<()> {
+    let RunSpec {
+        name,
+        flows,
+        run_id,
+        ..
+    } = *run_spec;
     let dir = &plan.data_dir;
     let setup = ns(plan.first_side_setup);
     let mut specs = Vec::new();
@@ -91,7 +92,13 @@ fn run(
     record.start = Some(sim_time(setup));
     record.end = Some(sim_time(config.end_ns));
     record.emulator_drops = outcome.dropped;
-    record.notes.push(speed_note(&outcome, wall));
+    let cost = SimulationCost {
+        simulated_s: outcome.end_ns as f64 / 1e9,
+        wall_s: wall.as_secs_f64(),
+        datagrams: outcome.sent.0 + outcome.sent.1,
+    };
+    record.notes.push(cost.to_string());
+    record.simulation = Some(cost);
     if !outcome.drained {
         record.notes.push(format!(
             "drain: packets were still in the path {:.1} s after the run",
@@ -108,19 +115,4 @@ fn sim_time(ns: u64) -> String {
     chrono::DateTime::from_timestamp_nanos(t)
         .format("%a %d %b %Y %H:%M:%S %z")
         .to_string()
-}
-
-/// The record's note on the simulation's cost: simulated seconds, wall seconds, their ratio
-/// and datagrams (both directions) per wall second.
-pub fn speed_note(outcome: &SimOutcome, wall: Duration) -> String {
-    let sim_s = outcome.end_ns as f64 / 1e9;
-    let wall_s = wall.as_secs_f64().max(1e-9);
-    let packets = outcome.sent.0 + outcome.sent.1;
-    format!(
-        "simulated: {sim_s:.1} s of simulated time in {wall_s:.2} s ({:.1}× real time, {:.3} \
-         real s per simulated s), {packets} datagrams ({:.0} per second)",
-        sim_s / wall_s,
-        wall_s / sim_s.max(1e-9),
-        packets as f64 / wall_s
-    )
 }

@@ -35,7 +35,7 @@ use crate::clock::{self, Correction, Measurement};
 use engine::plan::ExperimentPlan;
 use engine::runner::{RunRecord, INTERRUPTED};
 use engine::schemes::Side;
-use engine::sequence::{run_sequence, RunFlow, Sides, SCHEME_PORT};
+use engine::sequence::{run_sequence, RunFlow, RunSpec, Sides, SCHEME_PORT};
 
 /// Which node: Pantheon's `local` or `remote` (the type the results' metadata records).
 pub use analyzer::results::Node;
@@ -85,21 +85,19 @@ impl Nodes<'_> {
     }
 }
 
-/// Runs one run between the two nodes: `flows` (each its own scheme, start time and tunnel
-/// pair), filed under `name` (a scheme's, or a mix's). Never panics on scheme or node failure;
-/// returns the record (written into `plan.data_dir` by the caller).
-#[allow(clippy::too_many_arguments)]
+/// Runs `run` between the two nodes: its flows (each its own scheme, start time and tunnel
+/// pair), filed under its name (a scheme's, or a mix's); `tag` is its name on the agents.
+/// Never panics on scheme or node failure; returns the record (written into `plan.data_dir`
+/// by the caller).
 pub fn run_once_remote(
     plan: &ExperimentPlan,
     opts: &RemoteOptions,
     nodes: &Nodes,
-    name: &str,
-    flows: &[RunFlow],
-    run_id: u32,
-    tag: &str,
+    run: &RunSpec,
     progress: &dyn Fn(f64),
 ) -> RunRecord {
-    let mut record = RunRecord::new(name, run_id);
+    let tag = run.tag;
+    let mut record = RunRecord::new(run.name, run.run_id);
     let ntp = |n: Node| -> Result<Measurement, String> {
         let server = opts.ntp_addr.as_deref().ok_or("no --ntp-addr")?;
         let r = nodes
@@ -120,13 +118,7 @@ pub fn run_once_remote(
     let before = measure_both();
 
     let mut started = Vec::new();
-    let run = RemoteRun {
-        name,
-        flows,
-        run_id,
-        tag,
-    };
-    let result = drive_remote(plan, opts, nodes, &run, &mut record, &mut started, progress);
+    let result = drive_remote(plan, opts, nodes, run, &mut record, &mut started, progress);
 
     // Teardown on every path: the sender's node first (its tunnel stops admitting), then the
     // receiver's, which drains. A node that cannot be reached is noted; the other still stops.
@@ -206,20 +198,11 @@ fn apply_correction(path: &Path, c: &Correction) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What one remote run is: the name its files are filed under, its flows, its id and its name
-/// on the agents.
-struct RemoteRun<'a> {
-    name: &'a str,
-    flows: &'a [RunFlow<'a>],
-    run_id: u32,
-    tag: &'a str,
-}
-
 fn drive_remote(
     plan: &ExperimentPlan,
     opts: &RemoteOptions,
     nodes: &Nodes,
-    run: &RemoteRun,
+    run: &RunSpec,
     record: &mut RunRecord,
     started: &mut Vec<Node>,
     progress: &dyn Fn(f64),
@@ -521,23 +504,19 @@ pub fn start_experiment(
 
 /// One run of an experiment: [`run_once_remote`] once both agents answer (a restarted one gets
 /// 10 s); if one does not, the run fails with the reason.
-#[allow(clippy::too_many_arguments)]
 pub fn run_when_ready(
     plan: &ExperimentPlan,
     opts: &RemoteOptions,
     nodes: &Nodes,
-    name: &str,
-    flows: &[RunFlow],
-    run_id: u32,
-    tag: &str,
+    run: &RunSpec,
     progress: &dyn Fn(f64),
 ) -> RunRecord {
     if let Err(e) = wait_for_nodes(nodes, Duration::from_secs(10)) {
-        let mut r = RunRecord::new(name, run_id);
+        let mut r = RunRecord::new(run.name, run.run_id);
         r.outcome = engine::runner::RunOutcome::Failed {
             reason: format!("{e:#}"),
         };
         return r;
     }
-    run_once_remote(plan, opts, nodes, name, flows, run_id, tag, progress)
+    run_once_remote(plan, opts, nodes, run, progress)
 }

@@ -13,7 +13,7 @@ use engine::mix::{Config, Mix};
 use engine::plan::{prepare_results_dir, write_constant_trace, Existing, ExperimentPlan, Reuse};
 use engine::runner::{self, RunOutcome, INTERRUPTED};
 use engine::schemes::{Registry, SystemInfo};
-use engine::sequence::RunFlow;
+use engine::sequence::RunSpec;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -476,19 +476,13 @@ pub(crate) fn run_emulated(
         if simulate { " (simulated time)" } else { "" },
         path.command_line
     );
-    run_experiment(
-        &plan,
-        &registry,
-        &netns_prefix,
-        &|name, flows, run_id, tag, progress| {
-            runner::run_once(&plan, &path, name, flows, run_id, tag, progress)
-        },
-    )
+    run_experiment(&plan, &registry, &netns_prefix, &|run, progress| {
+        runner::run_once(&plan, &path, run, progress)
+    })
 }
 
-/// Runs one run: (the name it is filed under, its flows, run id, unique tag, progress callback
-/// taking 0–1) → record.
-type RunOne<'a> = &'a dyn Fn(&str, &[RunFlow], u32, &str, &dyn Fn(f64)) -> runner::RunRecord;
+/// Runs one run: (what it is, progress callback taking 0–1) → record.
+type RunOne<'a> = &'a dyn Fn(&RunSpec, &dyn Fn(f64)) -> runner::RunRecord;
 
 /// Runs every scheme `run_times` times with `run_one` (given the scheme, run id, a unique tag
 /// `<prefix>-<n>` and a progress callback), with a progress bar; records each run in
@@ -525,7 +519,13 @@ fn run_experiment(
             bar.set_message(format!("{name} run {run_id} ({}/{total})", seq + 1));
             let tag = format!("{prefix}-{seq}");
             let base = (seq * 1000) as u64;
-            let rec = run_one(name, &flows, run_id, &tag, &|f| {
+            let run = RunSpec {
+                name,
+                flows: &flows,
+                run_id,
+                tag: &tag,
+            };
+            let rec = run_one(&run, &|f| {
                 bar.set_position(base + (f * 1000.0) as u64);
             });
             seq += 1;
@@ -533,10 +533,10 @@ fn run_experiment(
             let line = match &rec.outcome {
                 RunOutcome::Ok => {
                     // A simulated run says what it cost.
-                    let speed = rec.notes.iter().find(|n| n.starts_with("simulated:"));
                     format!(
                         "{name} run {run_id}: done{}",
-                        speed.map_or(String::new(), |n| format!(" ({n})"))
+                        rec.simulation
+                            .map_or(String::new(), |cost| format!(" ({cost})"))
                     )
                 }
                 RunOutcome::Failed { reason } => format!("{name} run {run_id}: FAILED: {reason}"),
@@ -633,14 +633,9 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
     );
     // Run names are unique per invocation: `r<pid>-<n>` (agents prefix them with their node).
     let prefix = format!("r{}", std::process::id());
-    run_experiment(
-        &plan,
-        &registry,
-        &prefix,
-        &|name, flows, run_id, tag, progress| {
-            remote::run_when_ready(&plan, &opts, &nodes, name, flows, run_id, tag, progress)
-        },
-    )
+    run_experiment(&plan, &registry, &prefix, &|run, progress| {
+        remote::run_when_ready(&plan, &opts, &nodes, run, progress)
+    })
 }
 
 /// Flags a config file cannot set: its `flows` list says which schemes run and when.

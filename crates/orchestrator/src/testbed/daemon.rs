@@ -33,6 +33,7 @@ use crate::remote::{self, Descriptions, Node, Nodes, RemoteOptions};
 use engine::plan::ExperimentPlan;
 use engine::runner::RunOutcome;
 use engine::schemes::Registry;
+use engine::sequence::RunSpec;
 
 /// The daemon's state: its testbed, archive and which nodes are busy.
 pub struct Daemon {
@@ -412,16 +413,13 @@ impl Daemon {
                 seq += 1;
                 self.archive.run_started(id, name, run_id, &tag)?;
                 let flows = engine::sequence::flows_of(&plan, scheme);
-                let rec = remote::run_once_remote(
-                    &plan,
-                    &opts,
-                    &nodes,
+                let run = RunSpec {
                     name,
-                    &flows,
+                    flows: &flows,
                     run_id,
-                    &tag,
-                    &|_| {},
-                );
+                    tag: &tag,
+                };
+                let rec = remote::run_once_remote(&plan, &opts, &nodes, &run, &|_| {});
                 let outcome = match &rec.outcome {
                     RunOutcome::Ok => Ok(()),
                     RunOutcome::Failed { reason } => Err(reason.as_str()),
