@@ -280,23 +280,13 @@ pub fn loopback_run(
             &mut record,
             &|_| {},
         )?;
-        let out = std::process::Command::new("ip")
-            .args([
-                "-n",
-                res.namespaces[ns].name(),
-                "-j",
-                "-s",
-                "link",
-                "show",
-                "lo",
-            ])
-            .output()
-            .context("run `ip -j -s link show lo`")?;
-        let v: serde_json::Value =
-            serde_json::from_slice(&out.stdout).context("parse `ip -j -s link` output")?;
-        v[0]["stats64"]["tx"]["bytes"]
-            .as_u64()
-            .ok_or_else(|| anyhow!("no tx byte count for lo in `ip -j -s link` output"))
+        let namespace = res.namespaces[ns].name();
+        netns::interfaces::interfaces(Some(namespace))?
+            .into_iter()
+            .find(|i| i.name == "lo")
+            .and_then(|lo| lo.stats)
+            .map(|s| s.tx.bytes)
+            .ok_or_else(|| anyhow!("no byte counters of lo in namespace {namespace}"))
     })();
     for p in &mut res.processes {
         p.stop();

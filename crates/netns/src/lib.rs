@@ -17,8 +17,13 @@
 //!   group of its own so that exactly that group can be signalled later.
 //! - [`NetNs::ip`]: configure it with iproute2 (`ip -n NAME …`): addresses, routes, links.
 //!
+//! [`interfaces::interfaces`] reads a namespace's interfaces back as typed values (name, MTU,
+//! addresses, byte counters).
+//!
 //! Requires root (`CAP_SYS_ADMIN` and `CAP_NET_ADMIN`) and the `ip` command from iproute2.
 #![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod interfaces;
 
 use std::fs::File;
 use std::io;

@@ -113,16 +113,13 @@ fn flow_id(flow: u32) -> Result<u16, Status> {
         .ok_or_else(|| Status::invalid_argument(format!("flow {flow}: must be 1–65535")))
 }
 
-/// MTU of `interface` in this namespace (`ip -j link show`).
+/// MTU of `interface` in this namespace.
 fn interface_mtu(interface: &str) -> Result<u32, Status> {
-    let out = std::process::Command::new("ip")
-        .args(["-j", "link", "show", "dev", interface])
-        .output()
-        .map_err(internal)?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v[0]["mtu"]
-        .as_u64()
-        .map(|m| m as u32)
+    netns::interfaces::interfaces(None)
+        .map_err(internal)?
+        .into_iter()
+        .find(|i| i.name == interface)
+        .map(|i| i.mtu)
         .ok_or_else(|| Status::invalid_argument(format!("no interface {interface} on this node")))
 }
 
@@ -385,39 +382,17 @@ impl Inner {
     }
 }
 
-/// This namespace's interfaces (`ip -j addr show`).
+/// This namespace's interfaces (none if `ip` cannot say).
 fn interfaces() -> Vec<proto::Interface> {
-    let out = std::process::Command::new("ip")
-        .args(["-j", "addr", "show"])
-        .output()
-        .map(|o| o.stdout)
-        .unwrap_or_default();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
-    v.as_array()
-        .map(|links| {
-            links
-                .iter()
-                .map(|l| proto::Interface {
-                    name: l["ifname"].as_str().unwrap_or_default().to_owned(),
-                    mtu: l["mtu"].as_u64().unwrap_or(0) as u32,
-                    addresses: l["addr_info"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|i| {
-                                    Some(format!(
-                                        "{}/{}",
-                                        i["local"].as_str()?,
-                                        i["prefixlen"].as_u64()?
-                                    ))
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                })
-                .collect()
-        })
+    netns::interfaces::interfaces(None)
         .unwrap_or_default()
+        .into_iter()
+        .map(|i| proto::Interface {
+            addresses: i.addresses.iter().map(|a| a.with_prefix()).collect(),
+            name: i.name,
+            mtu: i.mtu,
+        })
+        .collect()
 }
 
 /// `samples` SNTP queries to `server` (host:port, port 123 if omitted), 1 s timeout each;
