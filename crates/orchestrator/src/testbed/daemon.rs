@@ -205,41 +205,7 @@ impl Daemon {
     /// One scheduling step at `now`: queues a tournament if due, starts what can start.
     /// Returns the numbers of the experiments started.
     pub fn tick(self: &Arc<Self>, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Vec<i64>> {
-        let last = self.archive.last_tournament()?;
-        let (last_s, unfinished) = match &last {
-            Some((id, at)) => (
-                chrono::DateTime::parse_from_rfc3339(at)
-                    .map(|t| t.timestamp_millis() as f64 / 1e3)
-                    .ok(),
-                self.archive.unfinished(*id)?,
-            ),
-            None => (None, 0),
-        };
-        let now_s = now.timestamp_millis() as f64 / 1e3;
-        if schedule::tournament_due(last_s, self.config.schedule.every, now_s, unfinished) {
-            let m = &self.config.matrix;
-            let mut rng = rand::rngs::SmallRng::seed_from_u64(now.timestamp_millis() as u64);
-            let experiments: Vec<NewExperiment> = schedule::tournament(&self.config)
-                .into_iter()
-                .map(|spec| {
-                    let mut schemes = m.schemes.clone();
-                    if m.random_order {
-                        schemes.shuffle(&mut rng);
-                    }
-                    NewExperiment {
-                        spec,
-                        schemes,
-                        runtime_s: m.runtime,
-                        interval_s: m.interval,
-                    }
-                })
-                .collect();
-            let t = self.archive.start_tournament(&stamp(now), &experiments)?;
-            log(&format!(
-                "tournament {t}: {} experiments queued",
-                experiments.len()
-            ));
-        }
+        self.queue_tournament_if_due(now)?;
         let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         let picked = schedule::pick(&self.archive.queued()?, &busy);
         let mut started = Vec::new();
@@ -255,51 +221,7 @@ impl Daemon {
             let me = Arc::clone(self);
             let handle = std::thread::Builder::new()
                 .name(format!("experiment-{id}"))
-                .spawn(move || {
-                    log(&format!(
-                        "experiment {id}: {} → {}, {} flow(s), {} × {} run(s) → {}",
-                        e.sender,
-                        e.receiver,
-                        e.flows,
-                        e.schemes.join(" "),
-                        e.run_times,
-                        dir.display()
-                    ));
-                    // A bug that panics fails this experiment, not the daemon (and frees its
-                    // nodes below).
-                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        me.execute(id, &dir)
-                    }))
-                    .unwrap_or_else(|_| Err(anyhow!("the experiment's thread panicked")));
-                    if me.stop.load(Ordering::SeqCst) {
-                        // Stopped by the daemon's shutdown: left running in the archive, so
-                        // that the next start resumes it.
-                        log(&format!("experiment {id}: paused by shutdown"));
-                    } else {
-                        let (status, error) = match &result {
-                            Ok(()) => (Status::Done, None),
-                            Err(err) => (Status::Failed, Some(format!("{err:#}"))),
-                        };
-                        if status == Status::Failed {
-                            let _ = me.archive.finish(
-                                id,
-                                status,
-                                error.as_deref(),
-                                &[],
-                                &[],
-                                &archive::now(),
-                            );
-                        }
-                        log(&format!(
-                            "experiment {id}: {}{}",
-                            status.as_str(),
-                            error.map(|e| format!(": {e}")).unwrap_or_default()
-                        ));
-                    }
-                    let mut busy = me.busy.lock().unwrap_or_else(|e| e.into_inner());
-                    busy.remove(&e.sender);
-                    busy.remove(&e.receiver);
-                })
+                .spawn(move || me.run_experiment(id, &dir, &e))
                 .context("start an experiment thread")?;
             self.running
                 .lock()
@@ -308,6 +230,89 @@ impl Daemon {
             started.push(id);
         }
         Ok(started)
+    }
+
+    /// Queues the matrix's next tournament if one is due at `now` (its schemes shuffled when
+    /// the matrix says so).
+    fn queue_tournament_if_due(&self, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<()> {
+        let last = self.archive.last_tournament()?;
+        let (last_s, unfinished) = match &last {
+            Some((id, at)) => (
+                chrono::DateTime::parse_from_rfc3339(at)
+                    .map(|t| t.timestamp_millis() as f64 / 1e3)
+                    .ok(),
+                self.archive.unfinished(*id)?,
+            ),
+            None => (None, 0),
+        };
+        let now_s = now.timestamp_millis() as f64 / 1e3;
+        if !schedule::tournament_due(last_s, self.config.schedule.every, now_s, unfinished) {
+            return Ok(());
+        }
+        let m = &self.config.matrix;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(now.timestamp_millis() as u64);
+        let experiments: Vec<NewExperiment> = schedule::tournament(&self.config)
+            .into_iter()
+            .map(|spec| {
+                let mut schemes = m.schemes.clone();
+                if m.random_order {
+                    schemes.shuffle(&mut rng);
+                }
+                NewExperiment {
+                    spec,
+                    schemes,
+                    runtime_s: m.runtime,
+                    interval_s: m.interval,
+                }
+            })
+            .collect();
+        let t = self.archive.start_tournament(&stamp(now), &experiments)?;
+        log(&format!(
+            "tournament {t}: {} experiments queued",
+            experiments.len()
+        ));
+        Ok(())
+    }
+
+    /// The thread of experiment `id` (`e`) into `dir`: [`Daemon::execute`], its end archived
+    /// and logged (a shutdown leaves it running in the archive, to resume), its nodes freed.
+    fn run_experiment(&self, id: i64, dir: &Path, e: &archive::Experiment) {
+        log(&format!(
+            "experiment {id}: {} → {}, {} flow(s), {} × {} run(s) → {}",
+            e.sender,
+            e.receiver,
+            e.flows,
+            e.schemes.join(" "),
+            e.run_times,
+            dir.display()
+        ));
+        // A bug that panics fails this experiment, not the daemon (and frees its nodes below).
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.execute(id, dir)))
+                .unwrap_or_else(|_| Err(anyhow!("the experiment's thread panicked")));
+        if self.stop.load(Ordering::SeqCst) {
+            // Stopped by the daemon's shutdown: left running in the archive, so that the next
+            // start resumes it.
+            log(&format!("experiment {id}: paused by shutdown"));
+        } else {
+            let (status, error) = match &result {
+                Ok(()) => (Status::Done, None),
+                Err(err) => (Status::Failed, Some(format!("{err:#}"))),
+            };
+            if status == Status::Failed {
+                let _ =
+                    self.archive
+                        .finish(id, status, error.as_deref(), &[], &[], &archive::now());
+            }
+            log(&format!(
+                "experiment {id}: {}{}",
+                status.as_str(),
+                error.map(|e| format!(": {e}")).unwrap_or_default()
+            ));
+        }
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        busy.remove(&e.sender);
+        busy.remove(&e.receiver);
     }
 
     /// Schedules every `tick` until [`Daemon::shutdown`]; then waits for the experiments in
