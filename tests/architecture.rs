@@ -353,17 +353,23 @@ fn module_graphs() -> std::collections::BTreeMap<String, ModuleGraph> {
             if code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
                 continue;
             }
-            let name: String = code[i + "crate::".len()..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            assert!(
-                !code[i + "crate::".len()..].starts_with('{'),
-                "{path}: `use crate::{{…}}`: one `use crate::<module>…` per module, so that \
-                 the module graph can be read"
-            );
-            if !name.is_empty() && name != module {
-                uses.insert(name);
+            let rest = &code[i + "crate::".len()..];
+            // `crate::{a::x, b}` names a and b; `crate::a::x` names a.
+            let names: Vec<&str> = match rest.strip_prefix('{') {
+                Some(list) => list[..list.find('}').unwrap_or(list.len())]
+                    .split(',')
+                    .map(|item| item.trim().split("::").next().unwrap_or(""))
+                    .collect(),
+                None => vec![rest],
+            };
+            for name in names {
+                let name: String = name
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != module {
+                    uses.insert(name);
+                }
             }
         }
     }
