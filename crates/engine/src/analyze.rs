@@ -689,14 +689,15 @@ fn clock_warning(offsets: &ClockOffsets, meta: &Metadata) -> Option<String> {
 }
 
 /// The directory's [`Perf`] (`pantheon_perf.json`): `{scheme: {run_id: {"all": {tput, delay,
-/// loss, …}, "1": {…}}}}`, as Pantheon; ours add `"flags"` (the run's warnings) where there are any, and an invalid
-/// run (logs not to be believed) is `{"valid": false, "flags": […]}`, without numbers. A
-/// mixed run is filed under the mix's name; each of its flows adds `"scheme"`, `"start"`,
-/// `"stop"` and `"measured_start"` (s) and `"extra_delay"` (ms) (and with a solo baseline
-/// `"tput_ratio"`, `"tput_harm"` and `"delay_harm"`), and the run adds `"competition"`: `{"jain",
-/// "jain_per_s", "convergence_time", "all_active": [from, to], "tput_all_active",
-/// "tput_per_s": [[flow 1's Mbit/s in each second], …], "per_scheme": {scheme: {"flows",
-/// "tput_all_active", "share"}}}`.
+/// loss, …}, "1": {…}}}}`, as Pantheon; ours add `"flags"` (the run's warnings) where there
+/// are any, and an invalid run (logs not to be believed) is `{"valid": false, "flags": […]}`,
+/// without numbers. A mixed run is filed under the mix's name; each of its flows adds
+/// `"scheme"`, `"start"`, `"stop"` and `"measured_start"` (s) and `"extra_delay"` (ms) (and
+/// with a solo baseline, where defined, `"tput_ratio"`, `"tput_harm"` and `"delay_harm"`), and
+/// the run adds `"competition"`: `{"jain", "jain_per_s", "convergence_time", "all_active":
+/// [from, to], "tput_all_active", "tput_per_s": [[flow 1's Mbit/s in each second], …],
+/// "per_scheme": {scheme: {"flows", "tput_all_active", "share"}}}`. A flow with a workload
+/// adds its transfers ([`crate::transfers::FlowWork::perf`]).
 fn perf(results: &Results) -> Perf {
     let mut perf = Perf::default();
     for (scheme, runs) in results {

@@ -155,8 +155,8 @@ fn is_reexecuted_child() -> bool {
 }
 
 /// What a command that creates namespaces does first when not root: runs again rootless
-/// ([`reexec`], whose run ends this command: the error [`RanRootless`]), or, being that run, sets its namespaces up
-/// ([`setup_inside`]). Nothing for root.
+/// ([`reexec`], whose run ends this command: the error [`RanRootless`]), or, being that run,
+/// sets its namespaces up ([`setup_inside`]). Nothing for root.
 pub fn enter(command: &str) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {

@@ -296,8 +296,8 @@ pub fn loopback_run(
 }
 
 /// Runs `run` once (its flows, filed under its name: the scheme's for a run of one scheme,
-/// the mix's for a mix) — simulated instead when the plan says so ([`crate::simulate::simulate_once`]). Never panics on scheme failure; returns
-/// the record.
+/// the mix's for a mix) — simulated instead when the plan says so
+/// ([`crate::simulate::simulate_once`]). Never panics on scheme failure; returns the record.
 pub fn run_once(
     plan: &ExperimentPlan,
     path: &EmulatedPath,

@@ -21,9 +21,10 @@ use crate::plan::ExperimentPlan;
 use crate::record::{RunRecord, SimulationCost, INTERRUPTED};
 use crate::sequence::{link_log_paths, log_path, with_flow_delays, RunSpec};
 
-/// Simulates `run_spec` (its flows, filed under its name and run id) over `path`: logs in `plan.data_dir` under the
-/// names of a real run, the record's notes giving the simulation's speed. `progress` is told
-/// the fraction of the runtime simulated (0–1). Ctrl-C (the [`INTERRUPTED`] flag) stops it as
+/// Simulates `run_spec` (its flows, filed under its name and run id) over `path`: logs in
+/// `plan.data_dir` under the names of a real run, the record giving the simulation's cost
+/// ([`SimulationCost`], also a note). `progress` is told the fraction of the runtime simulated
+/// (0–1). Ctrl-C (the [`INTERRUPTED`] flag) stops it as
 /// interrupted. Never panics on a failing flow; returns the record.
 pub fn simulate_once(
     plan: &ExperimentPlan,
