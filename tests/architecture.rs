@@ -511,15 +511,12 @@ const LONG_FUNCTIONS_THAT_STAY: &[(&str, &str)] = &[
     ("crates/emucal/src/presets.rs", "presets"),
     // To split next (issue 48, item 4): each is a sequence of steps that reads top to bottom.
     ("crates/engine/src/transfers.rs", "report"),
-    ("crates/engine/src/transfers.rs", "run_work"),
-    ("crates/engine/src/source.rs", "build_in"),
     ("crates/cli/src/commands/train.rs", "exec"),
     ("crates/orchestrator/src/testbed/web.rs", "experiment"),
     ("crates/sweep/src/slurm.rs", "run_slurm"),
     ("crates/tunnel/src/bin/pantheon-tunnel.rs", "endpoint_main"),
     ("crates/tunnel/src/io.rs", "start"),
     ("crates/emucal/src/runtime.rs", "start_with"),
-    ("crates/workload/src/spec.rs", "parse"),
 ];
 
 #[test]

@@ -314,26 +314,7 @@ fn build_in(
     log: &Path,
     mirror: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let origin = match mirror.and_then(|d| source.find_mirror(d)) {
-        Some(g) => {
-            tracing::info!("   source: mirror {}", g.display());
-            g.display().to_string()
-        }
-        None => {
-            if let Some(d) = mirror {
-                tracing::info!(
-                    "   no mirror of {} in {}: cloning over the network",
-                    source.repository,
-                    d.display()
-                );
-            }
-            let host = source.host();
-            if !network_reaches(host) {
-                bail!("{}", source.unreachable_reason(scheme, host));
-            }
-            source.repository.clone()
-        }
-    };
+    let origin = origin(scheme, source, mirror)?;
     let step = |what: &str, cmd: &mut Command| run_logged(what, cmd, log);
     let git = || {
         let mut c = Command::new("git");
@@ -392,7 +373,46 @@ fn build_in(
         cmd.args(&argv[1..]).current_dir(tree);
         step(&format!("build step {}", i + 1), &mut cmd)?;
     }
-    let compiler = Command::new("cc")
+    let stamp = serde_json::json!({
+        "source": source,
+        "origin": origin,
+        "built_at": chrono::Utc::now().to_rfc3339(),
+        "compiler": compiler_version(),
+    });
+    let _ = std::fs::rename(log, tree.join(BUILD_LOG));
+    std::fs::write(
+        tree.join(STAMP),
+        serde_json::to_string_pretty(&stamp)? + "\n",
+    )
+    .context("write the build stamp")?;
+    Ok(())
+}
+
+/// Where `source` is cloned from: its mirror in `mirror` if there is one, else its repository
+/// over the network. Errors (the reason, for `scheme`) when there is no mirror and the
+/// network does not reach the repository's host.
+fn origin(scheme: &str, source: &Source, mirror: Option<&Path>) -> anyhow::Result<String> {
+    if let Some(g) = mirror.and_then(|d| source.find_mirror(d)) {
+        tracing::info!("   source: mirror {}", g.display());
+        return Ok(g.display().to_string());
+    }
+    if let Some(d) = mirror {
+        tracing::info!(
+            "   no mirror of {} in {}: cloning over the network",
+            source.repository,
+            d.display()
+        );
+    }
+    let host = source.host();
+    if !network_reaches(host) {
+        bail!("{}", source.unreachable_reason(scheme, host));
+    }
+    Ok(source.repository.clone())
+}
+
+/// The first line of `cc --version` (empty if there is no `cc`), for the build stamp.
+fn compiler_version() -> String {
+    Command::new("cc")
         .arg("--version")
         .output()
         .ok()
@@ -402,20 +422,7 @@ fn build_in(
                 .next()
                 .map(str::to_owned)
         })
-        .unwrap_or_default();
-    let stamp = serde_json::json!({
-        "source": source,
-        "origin": origin,
-        "built_at": chrono::Utc::now().to_rfc3339(),
-        "compiler": compiler,
-    });
-    let _ = std::fs::rename(log, tree.join(BUILD_LOG));
-    std::fs::write(
-        tree.join(STAMP),
-        serde_json::to_string_pretty(&stamp)? + "\n",
-    )
-    .context("write the build stamp")?;
-    Ok(())
+        .unwrap_or_default()
 }
 
 /// Runs `cmd` with its output appended to `log`; printed before it runs. An error names the

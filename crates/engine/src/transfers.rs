@@ -20,7 +20,7 @@ use analyzer::report::{cdf_plot, scatter_plot, CdfSeries, PointSeries};
 use analyzer::results::Metadata;
 use analyzer::RunStats;
 use workload::metrics::{by_size, FlowTransfers, IdlePath, Percentiles};
-use workload::record::{read_receiver, read_sender};
+use workload::record::{read_receiver, read_sender, Received, Rows, Started};
 use workload::schedule::arrivals_before;
 use workload::Workload;
 
@@ -78,30 +78,7 @@ pub fn run_work(
         let id = u32::try_from(i).unwrap_or(u32::MAX);
         let flow_no = u16::try_from(i).unwrap_or(u16::MAX);
         let stem = flow_stem(dir, name, run_id, flow_no);
-        let read = |side: Side| {
-            let p = side_file(&stem, side, "transfers.csv");
-            std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
-        };
-        let mut text = |side: Side| match read(side) {
-            Ok(t) => t,
-            Err(e) => {
-                work.flags.push(format!(
-                    "flow {i}: no {} transfer records ({e})",
-                    side.name()
-                ));
-                String::new()
-            }
-        };
-        let (sent, received) = (
-            read_sender(&text(Side::Sender)),
-            read_receiver(&text(Side::Receiver)),
-        );
-        for (side, stopped) in [("sender", &sent.stopped), ("receiver", &received.stopped)] {
-            if let Some(s) = stopped {
-                work.flags
-                    .push(format!("flow {i}: {side} transfer records: {s}"));
-            }
-        }
+        let (sent, received) = read_records(&stem, i, &mut work.flags);
         let flow_stats = stats.flows.get(&id);
         let path = meta
             .uplink_mbps
@@ -140,15 +117,8 @@ pub fn run_work(
             .and_then(|w| w.resolve(meta.uplink_mbps).ok())
             .zip(meta.seed)
             .map(|(w, seed)| {
-                let a = arrivals_before(&w, flow_seed(seed, run_id, flow_no), window_s);
-                let objects = a
-                    .iter()
-                    .map(|a| match &a.what {
-                        workload::Start::Transfer { .. } => 1,
-                        workload::Start::Page { objects, .. } => objects.len(),
-                    })
-                    .sum();
-                (objects, load(a.iter().map(|a| a.bytes()).sum()))
+                let (objects, bytes) = drawn(&w, flow_seed(seed, run_id, flow_no), window_s);
+                (objects, load(bytes))
             });
         let tunnel_fct_ms = frames
             .filter(|_| single)
@@ -174,6 +144,47 @@ pub fn run_work(
         );
     }
     (!work.flows.is_empty()).then_some(work)
+}
+
+/// One flow's transfer records, both sides (`<stem>.{sender,receiver}.transfers.csv`); a side
+/// whose file is missing, or was cut short, reads as what it had, with a flag in `flags`
+/// naming flow `i`.
+fn read_records(stem: &Path, i: usize, flags: &mut Vec<String>) -> (Rows<Started>, Rows<Received>) {
+    let mut text = |side: Side| {
+        let p = side_file(stem, side, "transfers.csv");
+        std::fs::read_to_string(&p).unwrap_or_else(|e| {
+            flags.push(format!(
+                "flow {i}: no {} transfer records ({}: {e})",
+                side.name(),
+                p.display()
+            ));
+            String::new()
+        })
+    };
+    let (sent, received) = (
+        read_sender(&text(Side::Sender)),
+        read_receiver(&text(Side::Receiver)),
+    );
+    for (side, stopped) in [("sender", &sent.stopped), ("receiver", &received.stopped)] {
+        if let Some(s) = stopped {
+            flags.push(format!("flow {i}: {side} transfer records: {s}"));
+        }
+    }
+    (sent, received)
+}
+
+/// What the schedule of `w` (seeded `seed`) draws in its first `window_s` seconds: (objects —
+/// transfers, or a page's objects —, bytes).
+fn drawn(w: &Workload, seed: u64, window_s: f64) -> (usize, u64) {
+    let a = arrivals_before(w, seed, window_s);
+    let objects = a
+        .iter()
+        .map(|a| match &a.what {
+            workload::Start::Transfer { .. } => 1,
+            workload::Start::Page { objects, .. } => objects.len(),
+        })
+        .sum();
+    (objects, a.iter().map(|a| a.bytes()).sum())
 }
 
 impl FlowWork {

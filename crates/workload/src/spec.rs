@@ -171,32 +171,7 @@ impl Workload {
                 })?;
                 Ok(Workload::Poisson { arrivals, size })
             }
-            "page" => {
-                let mut page = PageSpec::default();
-                for (k, v) in pairs {
-                    match k {
-                        "objects" => page.objects = dist("objects", v)?,
-                        "size" => page.size = dist("size", v)?,
-                        "parallel" => {
-                            page.parallel = v.parse().ok().filter(|p| *p >= 1).ok_or_else(|| {
-                                bad("parallel", format!("must be a whole number ≥ 1, got `{v}`"))
-                            })?
-                        }
-                        "every" => {
-                            page.every_s = number(v).filter(|s| *s > 0.0).ok_or_else(|| {
-                                bad(
-                                    "every",
-                                    format!("must be a positive number of seconds, got `{v}`"),
-                                )
-                            })?
-                        }
-                        _ => {
-                            return Err(unknown(k, "page takes objects, size, parallel and every"))
-                        }
-                    }
-                }
-                Ok(Workload::Page(page))
-            }
+            "page" => page(&pairs, &bad, &dist),
             _ => Err(bad(
                 head,
                 "unknown workload: expected bulk, bytes=N, poisson,… or page,…".into(),
@@ -286,6 +261,42 @@ impl fmt::Display for Workload {
             ),
         }
     }
+}
+
+/// `page,…`'s keys (`objects`, `size`, `parallel`, `every`) over [`PageSpec::default`]; `bad`
+/// makes the error naming a key, `dist` parses a size distribution.
+fn page(
+    pairs: &[(&str, &str)],
+    bad: &dyn Fn(&str, String) -> WorkloadError,
+    dist: &dyn Fn(&str, &str) -> Result<SizeDist, WorkloadError>,
+) -> Result<Workload, WorkloadError> {
+    let mut page = PageSpec::default();
+    for &(k, v) in pairs {
+        match k {
+            "objects" => page.objects = dist("objects", v)?,
+            "size" => page.size = dist("size", v)?,
+            "parallel" => {
+                page.parallel = v.parse().ok().filter(|p| *p >= 1).ok_or_else(|| {
+                    bad("parallel", format!("must be a whole number ≥ 1, got `{v}`"))
+                })?
+            }
+            "every" => {
+                page.every_s = number(v).filter(|s| *s > 0.0).ok_or_else(|| {
+                    bad(
+                        "every",
+                        format!("must be a positive number of seconds, got `{v}`"),
+                    )
+                })?
+            }
+            _ => {
+                return Err(bad(
+                    k,
+                    "unknown key; page takes objects, size, parallel and every".into(),
+                ))
+            }
+        }
+    }
+    Ok(Workload::Page(page))
 }
 
 #[cfg(test)]
