@@ -281,6 +281,21 @@ pub fn report(
     if runs.is_empty() {
         return (Vec::new(), Vec::new());
     }
+    let (flows_table, by_label) = flows_table(runs, style);
+    let size_table = size_table(&by_label);
+    let plots = plots(dir, runs, style, &by_label);
+    (vec![flows_table, size_table], plots)
+}
+
+/// The workload flows of every run, by their label in the plots.
+type ByLabel<'a> = BTreeMap<String, Vec<&'a FlowWork>>;
+
+/// The table of every workload flow of `runs` (one row each), and those flows by label
+/// (`style`'s first part).
+fn flows_table<'a>(
+    runs: &[(String, u32, &'a RunWork)],
+    style: &dyn Fn(&str, u32) -> (String, String),
+) -> (Table, ByLabel<'a>) {
     let label = |name: &str, id: u32| style(name, id).0;
     let mut flows_table = Table {
         title: "Transfers".into(),
@@ -304,7 +319,7 @@ pub fn report(
         .to_vec(),
         rows: Vec::new(),
     };
-    let mut by_label: BTreeMap<String, Vec<&FlowWork>> = BTreeMap::new();
+    let mut by_label: ByLabel = BTreeMap::new();
     for (name, run_id, work) in runs {
         for (id, f) in &work.flows {
             let t = &f.transfers;
@@ -337,6 +352,11 @@ pub fn report(
             by_label.entry(label(name, *id)).or_default().push(f);
         }
     }
+    (flows_table, by_label)
+}
+
+/// Every run's done transfers by label and size bucket: FCT and slowdown percentiles.
+fn size_table(by_label: &ByLabel) -> Table {
     let mut size_table = Table {
         title: "Transfers by size".into(),
         note: "Every run's done transfers together; slowdown = FCT ÷ the ideal FCT on the idle \
@@ -353,7 +373,7 @@ pub fn report(
         .to_vec(),
         rows: Vec::new(),
     };
-    for (label, flows) in &by_label {
+    for (label, flows) in by_label {
         let all: Vec<_> = flows.iter().flat_map(|f| &f.transfers.transfers).collect();
         for b in by_size(all.into_iter()) {
             let three = |p: &Percentiles, d: usize| {
@@ -368,6 +388,17 @@ pub fn report(
             ]);
         }
     }
+    size_table
+}
+
+/// The CDFs of FCT and page load time and the slowdown–size scatter, by label, drawn into
+/// `dir`: each `Ok((title, file))`, or `Err` saying why it was not drawn.
+fn plots(
+    dir: &Path,
+    runs: &[(String, u32, &RunWork)],
+    style: &dyn Fn(&str, u32) -> (String, String),
+    by_label: &ByLabel,
+) -> Vec<Result<(String, String), String>> {
     let colors: BTreeMap<String, String> = runs
         .iter()
         .flat_map(|(name, _, w)| w.flows.keys().map(|id| style(name, *id)))
@@ -440,5 +471,5 @@ pub fn report(
             .map_err(|e| format!("{title}: plot not drawn ({e})")),
         );
     }
-    (vec![flows_table, size_table], plots)
+    plots
 }
