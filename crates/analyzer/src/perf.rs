@@ -22,31 +22,11 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use crate::results::{read_json, write_json, JsonFileError};
 use crate::stats::Percentiles;
 
 /// The file's name in a results directory.
 pub const PERF_FILE: &str = "pantheon_perf.json";
-
-/// Why [`Perf::read`] or [`Perf::write`] failed.
-#[derive(Debug, thiserror::Error)]
-pub enum PerfError {
-    /// The file cannot be read or written (missing: the directory was never analysed).
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The system's error.
-        source: std::io::Error,
-    },
-    /// The file is not a perf file (serde says where: line and column).
-    #[error("parse {path}: {source}")]
-    Parse {
-        /// The file.
-        path: String,
-        /// The parser's error.
-        source: serde_json::Error,
-    },
-}
 
 /// `pantheon_perf.json`: for each scheme (or mix, by its name), for each run id, that run's
 /// metrics.
@@ -69,18 +49,10 @@ pub struct RunTotal {
 }
 
 impl Perf {
-    /// Reads `dir/pantheon_perf.json`. Errors: [`PerfError::Io`] (e.g. missing: not analysed
-    /// yet), [`PerfError::Parse`].
-    pub fn read(dir: &Path) -> Result<Perf, PerfError> {
-        let path = dir.join(PERF_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| PerfError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Perf::parse(&text).map_err(|source| PerfError::Parse {
-            path: path.display().to_string(),
-            source,
-        })
+    /// Reads `dir/pantheon_perf.json`. Errors: [`JsonFileError::Read`] (e.g. missing: not
+    /// analysed yet), [`JsonFileError::Parse`].
+    pub fn read(dir: &Path) -> Result<Perf, JsonFileError> {
+        read_json(&dir.join(PERF_FILE))
     }
 
     /// Parses the text of a perf file.
@@ -89,14 +61,14 @@ impl Perf {
     }
 
     /// Writes `dir/pantheon_perf.json` (keys sorted, written beside and renamed over).
-    pub fn write(&self, dir: &Path) -> Result<(), PerfError> {
+    pub fn write(&self, dir: &Path) -> Result<(), JsonFileError> {
         let path = dir.join(PERF_FILE);
-        let io = |source| PerfError::Io {
+        let failed = |source| JsonFileError::Write {
             path: path.display().to_string(),
             source,
         };
-        let value = serde_json::to_value(self).map_err(|e| io(std::io::Error::other(e)))?;
-        crate::results::write_json(&path, &value).map_err(io)
+        let value = serde_json::to_value(self).map_err(|e| failed(std::io::Error::other(e)))?;
+        write_json(&path, &value).map_err(failed)
     }
 
     /// Every run with whole-run figures, scheme by scheme, runs in id order: `(scheme, run

@@ -23,6 +23,49 @@ pub const METADATA_FILE: &str = "pantheon_metadata.json";
 /// The run records' file in a results directory (ours: how each run ended, its notes).
 pub const RUNS_FILE: &str = "pantheon_runs.json";
 
+/// Why a JSON file of a results directory could not be read or written ([`read_json`],
+/// [`crate::perf::Perf::write`]); each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonFileError {
+    /// The file cannot be read (missing, or unreadable).
+    #[error("read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The file is not what it should hold (serde says where: line and column).
+    #[error("parse {path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// The file cannot be written.
+    #[error("write {path}: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+}
+
+/// Reads the JSON file `path` as a `T`. Errors: [`JsonFileError::Read`],
+/// [`JsonFileError::Parse`].
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, JsonFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| JsonFileError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| JsonFileError::Parse {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
 /// Why [`Metadata::read`] failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
@@ -32,22 +75,9 @@ pub enum MetadataError {
          `pantheon run`)"
     )]
     NotResults(String),
-    /// The file exists but cannot be read.
-    #[error("read {path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The system's error.
-        source: std::io::Error,
-    },
-    /// The file is not valid metadata (serde says where: line and column).
-    #[error("parse {path}: {source}")]
-    Parse {
-        /// The file.
-        path: String,
-        /// The parser's error.
-        source: serde_json::Error,
-    },
+    /// The file exists but cannot be read, or is not valid metadata.
+    #[error(transparent)]
+    File(#[from] JsonFileError),
 }
 
 /// Where a run happened: Pantheon's `mode`.
@@ -398,21 +428,14 @@ impl Metadata {
     /// Reads `dir/pantheon_metadata.json`. Errors: the file is missing (the message says `dir`
     /// is not a results directory) or is not valid metadata (file and serde's line/column).
     pub fn read(dir: &Path) -> Result<Metadata, MetadataError> {
-        let path = dir.join(METADATA_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                MetadataError::NotResults(dir.display().to_string())
-            } else {
-                MetadataError::Read {
-                    path: path.display().to_string(),
-                    source,
-                }
+        match read_json(&dir.join(METADATA_FILE)) {
+            Err(JsonFileError::Read { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Err(MetadataError::NotResults(dir.display().to_string()))
             }
-        })?;
-        serde_json::from_str(&text).map_err(|source| MetadataError::Parse {
-            path: path.display().to_string(),
-            source,
-        })
+            read => Ok(read?),
+        }
     }
 
     /// Writes `dir/pantheon_metadata.json` ([`write_json`]'s format).

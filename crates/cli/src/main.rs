@@ -20,14 +20,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    // The libraries' warnings and progress (`tracing`), printed as they are: one plain line each
-    // on stderr.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .without_time()
-        .with_level(false)
-        .with_target(false)
-        .init();
+    tunnel::messages::print_on_stderr();
     // Pantheon's config file (`pantheon run local -c FILE`) gives defaults of the flags.
     let args = std::env::args_os().collect();
     let args = match commands::run::with_config_defaults(args, &Cli::command()) {

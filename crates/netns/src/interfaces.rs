@@ -2,8 +2,6 @@
 //! counters, read from iproute2's JSON (`ip -j -s addr show`) — one parser for every caller
 //! (the runner's loopback counter, the agent's MTU and machine description).
 
-use std::process::{Command, Stdio};
-
 use serde::Deserialize;
 
 use crate::{Error, Result};
@@ -83,27 +81,9 @@ pub fn interfaces(namespace: Option<&str>) -> Result<Vec<Interface>> {
         args.extend(["-n", ns]);
     }
     args.extend(["-j", "-s", "addr", "show"]);
-    let shown = || format!("ip {}", args.join(" "));
-    let out = Command::new("ip")
-        .args(&args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error::Command {
-            command: shown(),
-            detail: e.to_string(),
-        })?;
-    if !out.status.success() {
-        return Err(Error::Command {
-            command: shown(),
-            detail: format!(
-                "{}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        });
-    }
-    parse(&out.stdout).map_err(|e| Error::Command {
-        command: shown(),
+    let out = crate::command_output("ip", &args)?;
+    parse(&out).map_err(|e| Error::Command {
+        command: format!("ip {}", args.join(" ")),
         detail: format!("output not understood: {e}"),
     })
 }

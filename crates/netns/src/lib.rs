@@ -57,6 +57,12 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// Runs `program args…` to completion; a non-zero status becomes [`Error::Command`] with stderr.
 pub fn run_command(program: &str, args: &[&str]) -> Result<()> {
+    command_output(program, args).map(drop)
+}
+
+/// Runs `program args…` to completion and returns what it wrote on stdout; a non-zero status
+/// becomes [`Error::Command`] with stderr.
+pub fn command_output(program: &str, args: &[&str]) -> Result<Vec<u8>> {
     let shown = || format!("{program} {}", args.join(" "));
     let out = Command::new(program)
         .args(args)
@@ -67,7 +73,7 @@ pub fn run_command(program: &str, args: &[&str]) -> Result<()> {
             detail: e.to_string(),
         })?;
     if out.status.success() {
-        Ok(())
+        Ok(out.stdout)
     } else {
         Err(Error::Command {
             command: shown(),

@@ -13,6 +13,7 @@
 //!   `(now, bytes)` and tested without sockets.
 //! - [`log`]: the binary packet-log format and its reader/writer.
 //! - [`io`]: the thin shell: UDP socket + TUN device in a network namespace + one thread.
+//! - [`messages`] (feature `cli`): the programs print the libraries' `tracing` messages.
 //!
 //! ```
 //! use pantheon_tunnel::{endpoint::Endpoint, log::Role};
@@ -29,6 +30,8 @@ pub mod endpoint;
 #[cfg(feature = "io")]
 pub mod io;
 pub mod log;
+#[cfg(feature = "cli")]
+pub mod messages;
 pub mod ring;
 pub mod udp;
 pub mod wire;

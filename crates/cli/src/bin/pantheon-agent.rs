@@ -41,14 +41,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    // The libraries' warnings and progress (`tracing`), printed as they are: one plain line each
-    // on stderr.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .without_time()
-        .with_level(false)
-        .with_target(false)
-        .init();
+    tunnel::messages::print_on_stderr();
     let args = Args::parse();
     match real_main(args) {
         Ok(()) => ExitCode::SUCCESS,

@@ -150,14 +150,7 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 fn main() -> ExitCode {
-    // The libraries' warnings and progress (`tracing`), printed as they are: one plain line each
-    // on stderr.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .without_time()
-        .with_level(false)
-        .with_target(false)
-        .init();
+    pantheon_tunnel::messages::print_on_stderr();
     let argv: Vec<String> = std::env::args().collect();
     let program = Path::new(&argv[0])
         .file_name()
