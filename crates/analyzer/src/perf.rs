@@ -251,8 +251,9 @@ pub struct CompetitionPerf {
     pub convergence_time: Option<f64>,
     /// The interval where every flow was active, seconds `[from, to]`.
     pub all_active: Option<[f64; 2]>,
-    /// Each flow's mean throughput over that interval, Mbit/s, in flow order.
-    pub tput_all_active: Vec<f64>,
+    /// Each flow's mean throughput over that interval, Mbit/s, in flow order (`null`: no whole
+    /// second of it).
+    pub tput_all_active: Vec<Option<f64>>,
     /// Each flow's throughput in each second of it, Mbit/s (flow-major).
     pub tput_per_s: Vec<Vec<f64>>,
     /// Per scheme of the mix: its flows, their throughput and share.
@@ -265,8 +266,8 @@ pub struct CompetitionPerf {
 pub struct SchemeShare {
     /// Its flows in the mix.
     pub flows: usize,
-    /// Their throughput while all flows were active, Mbit/s.
-    pub tput_all_active: f64,
+    /// Their throughput while all flows were active, Mbit/s (`null`: no whole second of it).
+    pub tput_all_active: Option<f64>,
     /// Its share of the total throughput then, fraction 0–1.
     pub share: Option<f64>,
 }
@@ -399,6 +400,22 @@ mod tests {
     }
 
     #[test]
+    fn a_mix_whose_flows_never_shared_a_whole_second_reads_back() {
+        // What the analysis wrote for such a run (seen): throughputs over no second are null.
+        let text = r#"{"cubic-bbr": {"1": {"all": {"tput": 2.4, "delay": 57.0, "loss": 0.0},
+            "competition": {"all_active": null, "convergence_time": null, "jain": null,
+                            "jain_per_s": [], "tput_all_active": [null, null],
+                            "tput_per_s": [],
+                            "per_scheme": {"bbr": {"flows": 1, "share": null,
+                                                   "tput_all_active": null}}}}}}"#;
+        let perf = Perf::parse(text).unwrap();
+        let c = perf.schemes["cubic-bbr"][&1].competition.as_ref().unwrap();
+        assert_eq!(c.tput_all_active, [None, None]);
+        assert_eq!(c.per_scheme["bbr"].tput_all_active, None);
+        assert_eq!(perf.totals().count(), 1);
+    }
+
+    #[test]
     fn a_value_of_the_wrong_shape_is_an_error_that_names_the_flow() {
         let e = Perf::parse(r#"{"cubic": {"1": {"2": {"tput": "fast"}}}}"#).unwrap_err();
         assert!(e.to_string().contains("flow \"2\""), "{e}");
@@ -459,7 +476,7 @@ mod tests {
             "cubic".into(),
             SchemeShare {
                 flows: 1,
-                tput_all_active: 10.0,
+                tput_all_active: Some(10.0),
                 share: Some(0.5),
             },
         );
@@ -475,7 +492,7 @@ mod tests {
                 jain_per_s: vec![Some(1.0), None],
                 convergence_time: Some(0.0),
                 all_active: Some([5.0, 30.0]),
-                tput_all_active: vec![10.0, 10.0],
+                tput_all_active: vec![Some(10.0), None],
                 tput_per_s: vec![vec![10.0], vec![10.0]],
                 per_scheme,
             }),

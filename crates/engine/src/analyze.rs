@@ -168,7 +168,7 @@ impl Competition {
             jain_per_s: self.sharing.jain_per_bucket.clone(),
             convergence_time: self.sharing.convergence_s,
             all_active: self.active_s.map(|(a, b)| [a, b]),
-            tput_all_active: self.sharing.tput_mbps.clone(),
+            tput_all_active: self.sharing.tput_mbps.iter().map(|&t| finite(t)).collect(),
             tput_per_s: self.sharing.tput_per_bucket.clone(),
             per_scheme: self
                 .per_scheme()
@@ -176,7 +176,7 @@ impl Competition {
                 .map(|(scheme, flows, tput_all_active, share)| {
                     let share = SchemeShare {
                         flows,
-                        tput_all_active,
+                        tput_all_active: finite(tput_all_active),
                         share,
                     };
                     (scheme, share)
@@ -1211,6 +1211,12 @@ fn run_plots(
         &ts,
     )?;
     Ok(())
+}
+
+/// `x` if it is a number: a mean over no second of an interval (NaN) is written `null`, and
+/// read back as `None`.
+fn finite(x: f64) -> Option<f64> {
+    Some(x).filter(|x| x.is_finite())
 }
 
 /// A flow's (or all flows') figures: Pantheon's three, plus our extras (ms), named as such:

@@ -180,7 +180,8 @@ pub fn point_rows(plan: &SweepPlan, p: &Point, perf: &Perf) -> Vec<Row> {
                 loss: f.loss,
                 tput_all_active_mbps: competition
                     .and_then(|c| c.tput_all_active.get(flow as usize - 1))
-                    .copied(),
+                    .copied()
+                    .flatten(),
                 jain: competition.and_then(|c| c.jain),
                 convergence_s: competition.and_then(|c| c.convergence_time),
                 workload: work.map(|w| w.workload.clone()),
