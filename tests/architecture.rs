@@ -304,6 +304,9 @@ fn libraries_do_not_own_the_process() {
         "eprint!(",
         "process::exit",
         "ctrlc::",
+        // Progress bars: a library reports progress through a trait the program implements
+        // (engine::experiment::Events, sweep::exec::Progress).
+        "indicatif::",
     ];
     let sources = sources();
     let libraries: Vec<&(String, String)> = sources
@@ -326,6 +329,51 @@ fn libraries_do_not_own_the_process() {
         })
         .collect();
     assert!(bad.is_empty(), "libraries owning the process: {bad:?}");
+}
+
+#[test]
+fn every_experiment_is_run_by_the_one_driver() {
+    // Whoever starts an experiment (`pantheon run local|remote|sim`, a sweep's point, the
+    // daemon, a calibration's evaluation), its runs are run and recorded by
+    // engine::experiment::run_all: no second runs × schemes loop records runs, and no
+    // experiment re-enters through a command line parsed again (a sweep point's argv).
+    let sources = sources();
+    let driver = "crates/engine/src/experiment.rs";
+    let code = |path: &str| {
+        sources
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, c)| c.as_str())
+            .unwrap_or_else(|| panic!("{path} was not read"))
+    };
+    assert!(code(driver).contains(".append_to(&plan.data_dir)"));
+    for caller in [
+        "crates/cli/src/commands/run.rs",
+        "crates/sweep/src/point.rs",
+        "crates/orchestrator/src/testbed/daemon.rs",
+        "crates/orchestrator/src/remote.rs",
+        "crates/engine/src/calibrate.rs",
+    ] {
+        assert!(
+            code(caller).contains("experiment::"),
+            "{caller} does not call engine::experiment"
+        );
+    }
+    let bad: Vec<String> = sources
+        .iter()
+        .filter(|(p, _)| p != driver && p != "crates/engine/src/record.rs")
+        .flat_map(|(p, code)| {
+            [".append_to(", "try_parse_from", "analyze_dir("]
+                .into_iter()
+                .filter(move |w| code.contains(w))
+                .filter(move |w| !(*w == "analyze_dir(" && p == "crates/engine/src/analyze.rs"))
+                .map(move |w| format!("{p}: {w}"))
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "experiments run outside engine::experiment: {bad:?}"
+    );
 }
 
 /// The module graph of each crate: top-level module (`src/<m>.rs` or `src/<m>/…`) → the
@@ -512,7 +560,6 @@ const LONG_FUNCTIONS_THAT_STAY: &[(&str, &str)] = &[
     // To split next (issue 48, item 4): each is a sequence of steps that reads top to bottom.
     ("crates/cli/src/commands/train.rs", "exec"),
     ("crates/orchestrator/src/testbed/web.rs", "experiment"),
-    ("crates/sweep/src/slurm.rs", "run_slurm"),
     ("crates/tunnel/src/bin/pantheon-tunnel.rs", "endpoint_main"),
     ("crates/tunnel/src/io.rs", "start"),
     ("crates/emucal/src/runtime.rs", "start_with"),

@@ -37,9 +37,10 @@ use emucal::mm::Delivery;
 use serde_json::json;
 
 use crate::compare::{load_runs, load_table, table_runs};
+use crate::experiment::{run_all, Quiet, RunsOptions};
 use crate::plan::{write_constant_trace, write_json, ExperimentPlan};
-use crate::record::{RunOutcome, INTERRUPTED};
-use crate::runner::run_scheme_once;
+use crate::record::INTERRUPTED;
+use crate::runner::run_once;
 use crate::schemes::Registry;
 
 /// What the emulator must reproduce.
@@ -484,20 +485,29 @@ impl LocalEvaluator<'_> {
             ..ExperimentPlan::default()
         };
         let path = plan.validate(registry)?;
+        let runs = RunsOptions {
+            tag_prefix: tag.to_owned(),
+            done: Default::default(),
+            // Every run counts in the figures: the first that fails fails the evaluation.
+            stop_at_first_failure: true,
+        };
+        let ran = run_all(
+            &plan,
+            registry,
+            &runs,
+            &|run, progress| Ok(run_once(&plan, &path, run, progress)),
+            &Quiet,
+        )?;
+        if let Some(f) = ran.failed.first() {
+            bail!("{} run {} failed: {}", f.name, f.run_id, f.reason);
+        }
+        if ran.interrupted {
+            bail!("interrupted");
+        }
         let mut out = BTreeMap::new();
-        let mut k = 0;
         for name in &opts.schemes {
-            let scheme = registry.get(name)?;
             let runs: &mut SchemeRuns = out.entry(name.clone()).or_default();
             for run in 1..=opts.run_times {
-                let rec =
-                    run_scheme_once(&plan, &path, scheme, run, &format!("{tag}-{k}"), &|_| {});
-                k += 1;
-                match rec.outcome {
-                    RunOutcome::Ok => {}
-                    RunOutcome::Failed { reason } => bail!("{name} run {run} failed: {reason}"),
-                    RunOutcome::Interrupted => bail!("interrupted"),
-                }
                 let f = analyzer::ingest::read_run(dir, name, run)?;
                 let s = f.stats()?;
                 runs.tput_mbps.push(s.total.tput_mbps);

@@ -16,6 +16,8 @@
 //!   Pantheon's YAML config file.
 //! - [`plan`]: command-line flags → a validated [`plan::ExperimentPlan`] →
 //!   `pantheon_metadata.json`.
+//! - [`experiment`]: the experiment driver, whoever starts it: results directory, metadata,
+//!   runs × schemes, analysis.
 //! - [`record`]: how each run ended (`pantheon_runs.json`), and Ctrl-C.
 //! - [`runner`]: one run of one scheme through the tunnel and the emulator, with cleanup on
 //!   every exit path.
@@ -44,6 +46,7 @@ pub mod calibrate;
 pub mod check;
 pub mod clean;
 pub mod compare;
+pub mod experiment;
 pub mod mix;
 pub mod plan;
 pub mod record;

@@ -16,8 +16,15 @@ use workload::Workload;
 use crate::mix::{check_runtime, Mix};
 use crate::schemes::Registry;
 
-/// Everything a local experiment needs, checked before anything starts.
-#[derive(Debug, Clone)]
+/// `pantheon run local`'s default `--drain-timeout`, seconds.
+pub const DRAIN_TIMEOUT_S: f64 = 10.0;
+/// `pantheon run`'s default `--first-side-setup`, seconds (Pantheon waited 3).
+pub const FIRST_SIDE_SETUP_S: f64 = 1.0;
+
+/// Everything an experiment needs, checked before anything starts: what
+/// [`crate::experiment`] runs, whoever starts it (serde: durations as `{secs, nanos}`, the
+/// emulator as its list of shells, the host latency as `--host-latency` writes it).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ExperimentPlan {
     /// Scheme names in run order.
     pub schemes: Vec<String>,
@@ -59,7 +66,25 @@ pub struct ExperimentPlan {
     pub simulate: bool,
     /// Simulated runs only: the hosts' latency between the path and the QUIC endpoints
     /// (`--host-latency`; default ideal, none).
+    #[serde(with = "host_latency_text")]
     pub host_latency: sim::run::HostLatency,
+}
+
+/// [`sim::run::HostLatency`] as the text `--host-latency` takes (`ideal`, `measured`,
+/// `MIN+MEAN`).
+mod host_latency_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use sim::run::HostLatency;
+
+    pub fn serialize<S: Serializer>(h: &HostLatency, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(h)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<HostLatency, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 impl Default for ExperimentPlan {

@@ -32,9 +32,10 @@ use anyhow::{anyhow, bail, Context};
 use crate::agent::client::AgentClient;
 use crate::agent::proto;
 use crate::clock::{self, Correction, Measurement};
-use engine::plan::ExperimentPlan;
+use engine::experiment;
+use engine::plan::{Existing, ExperimentPlan};
 use engine::runner::{RunRecord, INTERRUPTED};
-use engine::schemes::Side;
+use engine::schemes::{Registry, Side};
 use engine::sequence::{run_sequence, RunFlow, RunSpec, Sides, SCHEME_PORT};
 
 /// Which node: Pantheon's `local` or `remote` (the type the results' metadata records).
@@ -500,6 +501,55 @@ pub fn start_experiment(
         None => m,
     };
     Ok(m.write(&plan.data_dir)?)
+}
+
+/// A remote experiment from its plan to its analysis (`pantheon run remote`): the plan checked
+/// (and what a real path cannot do refused), `plan.data_dir` prepared as `dir` says and the
+/// runs numbered ([`experiment::prepare`]), the agents asked and the metadata written
+/// ([`start_experiment`]), every run run between the two nodes ([`run_when_ready`]: a node
+/// that does not answer fails its run, not the experiment) and recorded, and the directory
+/// analysed. Errors: a check, an agent that does not answer at the start, a directory or record
+/// that cannot be written, the analysis.
+pub fn experiment(
+    mut plan: ExperimentPlan,
+    dir: experiment::ResultsDir,
+    opts: &RemoteOptions,
+    nodes: &Nodes,
+    desc: &Descriptions,
+    registry: &Registry,
+    events: &dyn experiment::Events,
+) -> anyhow::Result<experiment::Outcome> {
+    plan.check(registry)?;
+    plan.check_remote()?;
+    check_options(opts, &nodes.remote.host)?;
+    let existing = experiment::prepare(&mut plan, dir)?;
+    let earlier = match &existing {
+        Existing::Append(earlier) => Some(&**earlier),
+        _ => None,
+    };
+    start_experiment(&plan, opts, nodes, desc, earlier, &|w| {
+        tracing::warn!("warning: {w}")
+    })?;
+    tracing::info!(
+        "Remote experiment: sender on the {} node, tunnel server on the {} node ({} ↔ {})",
+        opts.sender.name(),
+        opts.tunnel_server.name(),
+        nodes.local.addr,
+        nodes.remote.addr
+    );
+    let runs = experiment::RunsOptions {
+        // Unique per invocation: `r<pid>-<n>` (agents prefix them with their node).
+        tag_prefix: format!("r{}", std::process::id()),
+        ..experiment::RunsOptions::default()
+    };
+    let ran = experiment::run_all(
+        &plan,
+        registry,
+        &runs,
+        &|run, progress| Ok(run_when_ready(&plan, opts, nodes, run, progress)),
+        events,
+    )?;
+    experiment::finish(&plan, registry, ran)
 }
 
 /// One run of an experiment: [`run_once_remote`] once both agents answer (a restarted one gets

@@ -1,6 +1,6 @@
 //! The local executor: the sweep's missing points (never run, or failed), `jobs` at a time,
 //! each a child process `pantheon sweep point DIR ID` ([`crate::point::run_point`]) with its
-//! output in `<dir>/logs/pNNNN.log`. Progress and an ETA on stderr.
+//! output in `<dir>/logs/pNNNN.log`. Progress and an ETA go to the caller's [`Progress`].
 //!
 //! Stopping: on Ctrl-C (or SIGTERM) no point is started any more and each running one is sent
 //! one SIGTERM, which interrupts its run and tears it down (its namespaces and processes);
@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::plan::SweepPlan;
 use crate::point::{record, remove_stale};
@@ -78,6 +77,24 @@ impl Status {
     }
 }
 
+/// What an executor tells whoever runs the sweep, as the points end (the program draws a
+/// progress bar); every method does nothing unless overridden.
+pub trait Progress {
+    /// The points are about to run: `done` of `total` are done already.
+    fn begin(&self, _done: usize, _total: usize) {}
+    /// `done` points are done now; `status` says what runs, what failed and the ETA.
+    fn update(&self, _done: usize, _status: &str) {}
+    /// Something to say above the progress (a point that failed, an interruption).
+    fn say(&self, _line: &str) {}
+    /// The executor has ended.
+    fn end(&self) {}
+}
+
+/// No progress shown.
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
 /// Seconds left for `left` points of `mean_s` each, `jobs` at a time.
 pub fn eta_s(left: usize, mean_s: f64, jobs: usize) -> f64 {
     (left as f64 / jobs.max(1) as f64).ceil() * mean_s
@@ -102,23 +119,22 @@ pub(crate) fn begin(dir: &Path) -> anyhow::Result<(SweepPlan, Status)> {
 }
 
 /// Runs the missing and failed points of the sweep in `dir` with `exe` (`pantheon`), `jobs`
-/// at a time, until all have ended or `interrupted` is set; returns the status after.
+/// at a time, until all have ended or `interrupted` is set, telling `progress`; returns the
+/// status after.
 pub fn run_local(
     dir: &Path,
     exe: &Path,
     jobs: usize,
     interrupted: &AtomicBool,
+    progress: &dyn Progress,
 ) -> anyhow::Result<Status> {
     let (plan, before) = begin(dir)?;
     tracing::info!("{}; {jobs} at a time", before.line());
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).with_context(|| format!("create {}", logs.display()))?;
     let mut queue: VecDeque<u32> = before.to_run().into();
-    let bar = ProgressBar::new(before.total as u64).with_position(before.ok.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} points {msg}")
-            .expect("valid template"),
-    );
+    progress.begin(before.ok.len(), before.total);
+    let mut done = before.ok.len();
     // Until a point ends here, a point is taken to last its runtime and 15 s of setup and
     // analysis.
     let mut walls: Vec<f64> = before.mean_wall_s.into_iter().collect();
@@ -135,7 +151,7 @@ pub fn run_local(
         }
         if interrupted.load(Ordering::SeqCst) && !stopping {
             stopping = true;
-            bar.suspend(|| tracing::info!("interrupted: stopping the running points…"));
+            progress.say("interrupted: stopping the running points…");
             for (_, child) in &running {
                 // SAFETY: a signal to a child of ours, by its id.
                 unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -152,16 +168,14 @@ pub fn run_local(
             match record(dir, id) {
                 Some(r) if r.ok() => {
                     walls.push(r.wall_s);
-                    bar.inc(1);
+                    done += 1;
                 }
                 Some(r) => {
                     failed += 1;
-                    bar.suspend(|| {
-                        tracing::info!(
-                            "point {id} failed: {}",
-                            r.error_line().unwrap_or("(no output)")
-                        )
-                    });
+                    progress.say(&format!(
+                        "point {id} failed: {}",
+                        r.error_line().unwrap_or("(no output)")
+                    ));
                 }
                 None => {}
             }
@@ -171,13 +185,14 @@ pub fn run_local(
             n => walls.iter().sum::<f64>() / n as f64,
         };
         let ids: Vec<String> = running.iter().map(|(id, _)| format!("p{id:04}")).collect();
-        bar.set_message(format!(
+        let status = format!(
             "({failed} failed) running {} · ETA {}",
             ids.join(" "),
             hms(eta_s(queue.len() + running.len(), mean, jobs))
-        ));
+        );
+        progress.update(done, &status);
     }
-    bar.finish_and_clear();
+    progress.end();
     Ok(Status::read(dir, &plan))
 }
 

@@ -3,8 +3,14 @@
 //! when done, and re-run when it failed, whatever runs it.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
+use emucal::emulator::Emulator;
+use emucal::mm::{LinkDirection, LinkShell, Shell};
+use emucal::queue::QueueSpec;
+use engine::experiment::{Local, ResultsDir};
+use engine::plan::{ExperimentPlan, Reuse, DRAIN_TIMEOUT_S, FIRST_SIDE_SETUP_S};
 use serde::{Deserialize, Serialize};
 
 use crate::file::SweepFile;
@@ -61,32 +67,28 @@ impl Environment {
             .map(|r| traces.join(format!("{r}mbps.trace")))
     }
 
-    /// `pantheon run local`'s emulator flags for this environment, its trace in `traces`.
-    pub fn run_args(&self, traces: &Path) -> Vec<String> {
-        if let Some(e) = &self.emulator {
-            return vec!["--emulator".into(), e.clone()];
-        }
-        let trace = self.trace(traces).unwrap_or_default().display().to_string();
-        let mut prepend = format!("mm-delay {}", self.rtt_ms.unwrap_or(0) / 2);
+    /// The emulated path of a grid cell, its trace in `traces`: `mm-delay RTT/2`, `mm-loss
+    /// uplink LOSS` when there is loss, and mm-link over the constant-rate trace both ways with
+    /// a DropTail queue of `buffer_packets` each way when the cell has a buffer (else infinite,
+    /// as mm-link's default). `None` for a named emulator ([`engine::experiment::preset`]).
+    pub fn emulator(&self, traces: &Path) -> Option<Emulator> {
+        let trace = self.trace(traces)?;
+        let mut shells = vec![Shell::Delay {
+            ms: u64::from(self.rtt_ms.unwrap_or(0) / 2),
+        }];
         if self.loss > 0.0 {
-            prepend.push_str(&format!(" mm-loss uplink {}", self.loss));
+            shells.push(Shell::Loss {
+                direction: LinkDirection::Uplink,
+                rate: self.loss,
+            });
         }
-        let mut args = vec![
-            "--uplink-trace".into(),
-            trace.clone(),
-            "--downlink-trace".into(),
-            trace,
-            "--prepend-mm-cmds".into(),
-            prepend,
-        ];
+        let mut link = LinkShell::new(trace.clone(), trace);
         if let Some(p) = self.buffer_packets {
-            args.push("--extra-mm-link-args".into());
-            args.push(format!(
-                "--uplink-queue=droptail --uplink-queue-args=packets={p} \
-                 --downlink-queue=droptail --downlink-queue-args=packets={p}"
-            ));
+            link.uplink_queue = QueueSpec::droptail_packets(p.into());
+            link.downlink_queue = QueueSpec::droptail_packets(p.into());
         }
-        args
+        shells.push(Shell::Link(Box::new(link)));
+        Some(Emulator::new(shells))
     }
 }
 
@@ -258,28 +260,47 @@ impl SweepPlan {
         Ok(())
     }
 
-    /// `pantheon run local`'s arguments for point `p`, its results going to `data_dir`.
-    pub fn run_args(&self, dir: &Path, p: &Point, data_dir: &Path) -> Vec<String> {
-        let mut args: Vec<String> = vec![
-            "--mix".into(),
-            p.mix.clone(),
-            "--runtime".into(),
-            self.file.runtime.to_string(),
-            "--run-times".into(),
-            "1".into(),
-            "--start-run-id".into(),
-            p.run.to_string(),
-            "--seed".into(),
-            p.seed.to_string(),
-            "--data-dir".into(),
-            data_dir.display().to_string(),
-        ];
-        args.extend(self.environments[p.env].run_args(&SweepPlan::traces_dir(dir)));
-        if let Some(d) = &self.schemes_dir {
-            args.push("--schemes-dir".into());
-            args.push(d.display().to_string());
-        }
-        args
+    /// The experiment of point `p` of the sweep in `dir`, its results going to `data_dir`:
+    /// `pantheon run local --mix MIX --run-times 1 --start-run-id RUN --seed SEED` (or `run
+    /// sim` in a simulated sweep) over the point's environment, `pantheon run local`'s
+    /// defaults for the rest. Errors: a mix or runtime the sweep's check would have refused,
+    /// an unknown named emulator.
+    pub fn experiment(&self, dir: &Path, p: &Point, data_dir: &Path) -> anyhow::Result<Local> {
+        let mix = engine::mix::parse_short(&p.mix).with_context(|| format!("mix `{}`", p.mix))?;
+        let env = &self.environments[p.env];
+        let (emulator, write_traces) = match (&env.emulator, env.emulator(&Self::traces_dir(dir))) {
+            (Some(name), _) => {
+                let (emulator, trace) = engine::experiment::preset(name, data_dir)?;
+                (emulator, vec![trace])
+            }
+            (None, Some(emulator)) => (emulator, Vec::new()),
+            (None, None) => bail!("environment {} has no rate and no emulator", env.label()),
+        };
+        let plan = ExperimentPlan {
+            schemes: vec![mix.name.clone()],
+            run_times: 1,
+            runtime: Duration::try_from_secs_f64(self.file.runtime)
+                .with_context(|| format!("runtime {}", self.file.runtime))?,
+            first_side_setup: Duration::from_secs_f64(FIRST_SIDE_SETUP_S),
+            drain_timeout: Duration::from_secs_f64(DRAIN_TIMEOUT_S),
+            data_dir: data_dir.to_owned(),
+            seed: p.seed,
+            emulator: Some(emulator),
+            schemes_dir: self.schemes_dir.clone(),
+            mix: Some(mix),
+            simulate: self.file.simulate,
+            ..ExperimentPlan::default()
+        };
+        Ok(Local {
+            plan,
+            dir: ResultsDir {
+                reuse: Reuse::Refuse,
+                start_run_id: Some(p.run),
+            },
+            write_traces,
+            preset: env.emulator.clone(),
+            baseline: None,
+        })
     }
 }
 
@@ -401,23 +422,52 @@ list = ["cubic cubic+60"]
     }
 
     #[test]
-    fn run_arguments_give_the_environment_to_run_local() {
+    fn a_point_is_the_experiment_run_local_would_run_over_its_environment() {
         let plan = SweepPlan::new(&file());
         let dir = Path::new("/s");
-        let args = plan.run_args(dir, plan.point(3).unwrap(), Path::new("/s/tmp"));
-        let text = args.join("|");
-        assert!(text.starts_with("--mix|bbr ledbat|--runtime|30|--run-times|1|--start-run-id|1"));
-        assert!(
-            text.contains("--uplink-trace|/s/traces/20mbps.trace"),
-            "{text}"
+        let x = plan
+            .experiment(dir, plan.point(3).unwrap(), Path::new("/s/tmp"))
+            .unwrap();
+        let p = &x.plan;
+        assert_eq!(
+            (p.schemes.as_slice(), p.run_times, p.runtime.as_secs_f64()),
+            (&["bbr-ledbat".to_owned()][..], 1, 30.0)
         );
-        assert!(text.contains("--prepend-mm-cmds|mm-delay 20|"), "{text}");
-        assert!(
-            text.contains("packets=33 --downlink-queue=droptail --downlink-queue-args=packets=33")
+        assert_eq!((x.dir.start_run_id, p.seed), (Some(1), 10));
+        assert_eq!(p.data_dir, Path::new("/s/tmp"));
+        // The same path as `run local`'s flags give it (what points ran over before they
+        // were typed), and its command line for people.
+        let emulator = p.emulator.clone().unwrap();
+        let trace = Path::new("/s/traces/20mbps.trace");
+        let queue = "--uplink-queue=droptail --uplink-queue-args=packets=33 \
+                     --downlink-queue=droptail --downlink-queue-args=packets=33";
+        assert_eq!(
+            emulator,
+            Emulator::from_pantheon_flags("mm-delay 20", trace, trace, queue, "").unwrap()
+        );
+        assert_eq!(
+            emulator.command_line(),
+            format!("mm-delay 20 mm-link {0} {0} {queue}", trace.display())
+        );
+        let lossy = Environment {
+            rate_mbps: Some(12.5),
+            rtt_ms: Some(41),
+            buffer_bdp: None,
+            buffer_packets: None,
+            loss: 0.013,
+            emulator: None,
+        };
+        let t = Path::new("/t/12.5mbps.trace");
+        assert_eq!(
+            lossy.emulator(Path::new("/t")).unwrap(),
+            Emulator::from_pantheon_flags("mm-delay 20 mm-loss uplink 0.013", t, t, "", "")
+                .unwrap()
         );
         let last = plan.points.last().unwrap();
-        let args = plan.run_args(dir, last, Path::new("/t"));
-        assert!(args.ends_with(&["--emulator".to_owned(), "nepal-aws-india".to_owned()]));
+        let x = plan.experiment(dir, last, Path::new("/t")).unwrap();
+        assert_eq!(x.preset.as_deref(), Some("nepal-aws-india"));
+        assert_eq!(x.write_traces.len(), 1);
+        assert!(x.write_traces[0].0.starts_with("/t"));
     }
 
     #[test]

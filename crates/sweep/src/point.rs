@@ -15,6 +15,8 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::SweepPlan;
+use engine::experiment::Local;
+use engine::schemes::Registry;
 
 /// Exit status of a point interrupted (Ctrl-C, SIGTERM): nothing was placed.
 pub const INTERRUPTED_STATUS: i32 = 130;
@@ -124,21 +126,51 @@ fn remove_tmp_dirs(dir: &Path, remove: impl Fn(&str, i32) -> bool) -> usize {
     removed
 }
 
-/// What ran the experiment: its exit status and its output's last lines.
+/// How a point's experiment ended: its exit status and what to record of a failure.
 pub struct Outcome {
     /// 0 ok, 1 a run failed, 2 an error, [`INTERRUPTED_STATUS`] interrupted.
     pub status: i32,
-    /// The last lines of what it printed, for the record of a failure.
+    /// Why it failed (the failed runs, one line each, or the error), for the record.
     pub tail: String,
 }
 
-/// Runs point `id` of the sweep in `dir` with `experiment` (given `pantheon run local`'s
-/// arguments and the results directory they name), unless it is done. Returns the record placed, or `None` when it was done
-/// already or was interrupted (then nothing is placed and its temporary directory is gone).
+/// Runs point `id` of the sweep in `dir` here, unless it is done ([`run_point_with`]): its
+/// experiment ([`SweepPlan::experiment`]) through [`engine::experiment::local`], its events
+/// (progress) to `events`.
 pub fn run_point(
     dir: &Path,
     id: u32,
-    experiment: impl FnOnce(&[String], &Path) -> Outcome,
+    events: &dyn engine::experiment::Events,
+) -> anyhow::Result<Option<PointRecord>> {
+    run_point_with(dir, id, |setup| {
+        let ended = Registry::load(setup.plan.schemes_dir.as_deref())
+            .map_err(anyhow::Error::from)
+            .and_then(|registry| engine::experiment::local(setup, &registry, events));
+        match ended {
+            Ok(o) => {
+                let failed: Vec<String> = o.ran.failed.iter().map(ToString::to_string).collect();
+                Outcome {
+                    status: i32::from(o.exit_status()),
+                    tail: failed.join("\n"),
+                }
+            }
+            Err(e) => Outcome {
+                status: 2,
+                tail: format!("{e:#}"),
+            },
+        }
+    })
+}
+
+/// Runs point `id` of the sweep in `dir` with `experiment` (given the point's experiment,
+/// its results directory in the point's temporary directory), unless it is done. Returns the
+/// record placed, or `None` when it was done already or was interrupted (then nothing is
+/// placed and its temporary directory is gone). Errors: no such point, a directory that cannot
+/// be created, a record that cannot be written or placed.
+pub fn run_point_with(
+    dir: &Path,
+    id: u32,
+    experiment: impl FnOnce(Local) -> Outcome,
 ) -> anyhow::Result<Option<PointRecord>> {
     let plan = SweepPlan::load(dir)?;
     let point = plan.point(id)?;
@@ -155,8 +187,13 @@ pub fn run_point(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let clock = std::time::Instant::now();
-    let data_dir = tmp.join("results");
-    let out = experiment(&plan.run_args(dir, point, &data_dir), &data_dir);
+    let out = match plan.experiment(dir, point, &tmp.join("results")) {
+        Ok(setup) => experiment(setup),
+        Err(e) => Outcome {
+            status: 2,
+            tail: format!("{e:#}"),
+        },
+    };
     if out.status == INTERRUPTED_STATUS {
         let _ = std::fs::remove_dir_all(&tmp);
         return Ok(None);
@@ -221,11 +258,9 @@ mod tests {
         SweepPlan::new(&f).freeze(dir).unwrap();
     }
 
-    fn ends(status: i32) -> impl FnOnce(&[String], &Path) -> Outcome {
-        move |args: &[String], data_dir: &Path| {
-            let data = args.iter().position(|a| a == "--data-dir").unwrap() + 1;
-            assert_eq!(Path::new(&args[data]), data_dir);
-            std::fs::create_dir_all(data_dir).unwrap();
+    fn ends(status: i32) -> impl FnOnce(Local) -> Outcome {
+        move |setup: Local| {
+            std::fs::create_dir_all(&setup.plan.data_dir).unwrap();
             Outcome {
                 status,
                 tail: format!("exit {status}"),
@@ -239,23 +274,26 @@ mod tests {
         let d = dir.path();
         sweep(d);
         // Interrupted: nothing placed, no temporary directory left.
-        assert_eq!(run_point(d, 1, ends(INTERRUPTED_STATUS)).unwrap(), None);
+        assert_eq!(
+            run_point_with(d, 1, ends(INTERRUPTED_STATUS)).unwrap(),
+            None
+        );
         assert!(record(d, 1).is_none());
         assert_eq!(std::fs::read_dir(d.join("points")).unwrap().count(), 0);
         // Failed: placed with its error; run again, it is retried and keeps the first error.
-        let rec = run_point(d, 1, ends(1)).unwrap().unwrap();
+        let rec = run_point_with(d, 1, ends(1)).unwrap().unwrap();
         assert_eq!(
             (rec.status.as_str(), rec.error.as_deref()),
             ("failed", Some("exit 1"))
         );
-        let rec = run_point(d, 1, ends(0)).unwrap().unwrap();
+        let rec = run_point_with(d, 1, ends(0)).unwrap().unwrap();
         assert!(rec.ok());
         assert_eq!(rec.earlier_errors, ["exit 1"]);
         assert!(point_dir(d, 1).join("results").is_dir());
         // Done: not run again.
-        let never = |_: &[String], _: &Path| -> Outcome { panic!("a done point ran again") };
-        assert_eq!(run_point(d, 1, never).unwrap(), None);
-        assert!(run_point(d, 3, ends(0)).is_err());
+        let never = |_: Local| -> Outcome { panic!("a done point ran again") };
+        assert_eq!(run_point_with(d, 1, never).unwrap(), None);
+        assert!(run_point_with(d, 3, ends(0)).is_err());
     }
 
     #[test]

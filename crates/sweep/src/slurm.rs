@@ -24,9 +24,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use engine::slurm::{self, shell_quote};
-use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::exec::{eta_s, hms, Status};
+use crate::exec::{eta_s, hms, Progress, Status};
 use crate::file::SlurmSection;
 use crate::plan::SweepPlan;
 use crate::point::{record, remove_unfinished};
@@ -218,20 +217,40 @@ pub fn prepare(
 
 /// Submits the missing and failed points of the sweep in `dir` (absolute) as one job array
 /// and follows it until it has left the queue (or, after `interrupted` is set, cancels it and
-/// waits for that); returns the status after.
+/// waits for that), telling `progress`; returns the status after.
 pub fn run_slurm(
     dir: &Path,
     exe: &Path,
     opts: &SlurmOptions,
     interrupted: &AtomicBool,
+    progress: &dyn Progress,
 ) -> anyhow::Result<Status> {
     let (plan, before) = crate::exec::begin(dir)?;
     let Some((script, _, sub)) = prepare(dir, exe, opts, slurm::max_array_size())? else {
         tracing::info!("{}: nothing to submit", before.line());
         return Ok(before);
     };
-    let t_submit = Instant::now();
-    let job = slurm::submit(&script)?;
+    let array = submit(&script, &sub, &before)?;
+    progress.begin(before.ok.len(), before.total);
+    let followed = follow(dir, &plan, &array, &before, interrupted, progress);
+    progress.end();
+    let cancelled = followed?;
+    Ok(ended(dir, &plan, &array, cancelled))
+}
+
+/// A submitted job array: its job id, its points, when it was submitted.
+struct Array {
+    job: String,
+    points: Vec<u32>,
+    submitted_unix_s: f64,
+    submitted: Instant,
+}
+
+/// Submits `script` (the array `sub` of the points `before` has to run) and writes its record
+/// beside it (`<script>.json`: job, array, submission time, script).
+fn submit(script: &Path, sub: &Submission, before: &Status) -> anyhow::Result<Array> {
+    let submitted = Instant::now();
+    let job = slurm::submit(script)?;
     let submitted_unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
@@ -251,35 +270,49 @@ pub fn run_slurm(
         sub.array,
         script.display()
     );
-    let bar = ProgressBar::new(before.total as u64).with_position(before.ok.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} points {msg}")
-            .expect("valid template"),
-    );
+    Ok(Array {
+        job,
+        points: before.to_run(),
+        submitted_unix_s,
+        submitted,
+    })
+}
+
+/// Follows `array` until it has left the queue, cancelling it once `interrupted` is set:
+/// the results directory every 2 s, the controller every 10 s (sites ask not to poll it
+/// often) or as soon as every point has placed its record. Returns whether it was cancelled.
+/// Errors when `squeue` failed 30 times in a row.
+fn follow(
+    dir: &Path,
+    plan: &SweepPlan,
+    array: &Array,
+    before: &Status,
+    interrupted: &AtomicBool,
+    progress: &dyn Progress,
+) -> anyhow::Result<bool> {
+    let job = &array.job;
     let mut reported: BTreeSet<u32> = before.failed.iter().copied().collect();
-    let submitted = before.to_run();
     let mut cancelled = false;
     let mut squeue_errors = 0;
     let mut queued: Vec<slurm::Queued> = Vec::new();
     for tick in 0u64.. {
         if interrupted.load(Ordering::SeqCst) && !cancelled {
             cancelled = true;
-            bar.suspend(|| tracing::info!("interrupted: cancelling job {job} (scancel)…"));
-            if let Err(e) = slurm::cancel(&job) {
-                bar.suspend(|| tracing::info!("{e:#}"));
+            progress.say(&format!("interrupted: cancelling job {job} (scancel)…"));
+            if let Err(e) = slurm::cancel(job) {
+                progress.say(&format!("{e:#}"));
             }
         }
-        // The results directory every 2 s; the controller every 10 s (sites ask not to poll
-        // it often), or as soon as every submitted point has placed its record.
-        let now = Status::read(dir, &plan);
-        let ended = submitted
+        let now = Status::read(dir, plan);
+        let ended = array
+            .points
             .iter()
             .filter(|&&id| {
-                record(dir, id).is_some_and(|r| r.started_unix_s >= submitted_unix_s - 1.0)
+                record(dir, id).is_some_and(|r| r.started_unix_s >= array.submitted_unix_s - 1.0)
             })
             .count();
-        if tick % 5 == 0 || ended == submitted.len() || cancelled {
-            match slurm::queue(&job) {
+        if tick % 5 == 0 || ended == array.points.len() || cancelled {
+            match slurm::queue(job) {
                 Ok(q) => {
                     squeue_errors = 0;
                     queued = q;
@@ -290,7 +323,6 @@ pub fn run_slurm(
                 Err(e) => {
                     squeue_errors += 1;
                     if squeue_errors >= 30 {
-                        bar.finish_and_clear();
                         return Err(e.context(format!(
                             "squeue failed 30 times in a row: job {job} may still be running \
                              (`squeue -j {job}`); run this command again when Slurm answers"
@@ -299,44 +331,49 @@ pub fn run_slurm(
                 }
             }
         }
-        bar.set_position(now.ok.len() as u64);
         for id in &now.failed {
             if reported.insert(*id) {
                 if let Some(r) = record(dir, *id) {
-                    bar.suspend(|| {
-                        tracing::info!(
-                            "point {id} failed: {}",
-                            r.error_line().unwrap_or("(no output)")
-                        )
-                    });
+                    progress.say(&format!(
+                        "point {id} failed: {}",
+                        r.error_line().unwrap_or("(no output)")
+                    ));
                 }
             }
         }
         let running = queued.iter().filter(|q| q.state == "RUNNING").count();
         let pending = queued.len() - running;
-        let left = submitted.len() - ended;
+        let left = array.points.len() - ended;
         let mean = now.mean_wall_s.unwrap_or(plan.file.runtime + 15.0);
-        bar.set_message(format!(
+        let status = format!(
             "({} failed) job {job}: {running} running, {pending} pending · ETA {}",
             now.failed.len(),
             hms(eta_s(left, mean, running.max(1)))
-        ));
+        );
+        progress.update(now.ok.len(), &status);
         std::thread::sleep(Duration::from_secs(2));
     }
-    bar.finish_and_clear();
+    Ok(cancelled)
+}
+
+/// After `array` has left the queue: the unfinished points' directories removed, when its
+/// first point started, which points ended without a record; the status after.
+fn ended(dir: &Path, plan: &SweepPlan, array: &Array, cancelled: bool) -> Status {
     let left = remove_unfinished(dir);
-    let after = Status::read(dir, &plan);
-    let first_start = submitted
+    let after = Status::read(dir, plan);
+    let first_start = array
+        .points
         .iter()
         .filter_map(|&id| record(dir, id))
         .map(|r| r.started_unix_s)
-        .filter(|&t| t >= submitted_unix_s - 1.0)
+        .filter(|&t| t >= array.submitted_unix_s - 1.0)
         .reduce(f64::min);
     if let Some(t) = first_start {
         tracing::info!(
-            "job {job}: the first point started {:.1} s after submission; all ended {} after",
-            t - submitted_unix_s,
-            hms(t_submit.elapsed().as_secs_f64())
+            "job {}: the first point started {:.1} s after submission; all ended {} after",
+            array.job,
+            t - array.submitted_unix_s,
+            hms(array.submitted.elapsed().as_secs_f64())
         );
     }
     if !after.missing.is_empty() && !cancelled {
@@ -353,7 +390,7 @@ pub fn run_slurm(
             }
         );
     }
-    Ok(after)
+    after
 }
 
 fn ids_list(ids: &[u32]) -> String {
@@ -457,8 +494,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         plan().freeze(d).unwrap();
-        crate::point::run_point(d, 2, |_, data| {
-            std::fs::create_dir_all(data).unwrap();
+        crate::point::run_point_with(d, 2, |setup| {
+            std::fs::create_dir_all(&setup.plan.data_dir).unwrap();
             crate::point::Outcome {
                 status: 0,
                 tail: String::new(),

@@ -2,16 +2,15 @@
 //! the experiment loop both share (progress bar, `pantheon_runs.json`, Ctrl-C, analysis).
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use emucal::emulator::Emulator;
-use engine::analyze;
+use engine::experiment;
 use engine::mix::{Config, Mix};
-use engine::plan::{prepare_results_dir, write_constant_trace, Existing, ExperimentPlan, Reuse};
-use engine::runner::{self, RunOutcome, INTERRUPTED};
+use engine::plan::{ExperimentPlan, Reuse};
+use engine::record::{RunOutcome, RunRecord};
 use engine::schemes::{Registry, SystemInfo};
 use engine::sequence::RunSpec;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -205,7 +204,7 @@ pub(crate) struct CommonRunArgs {
     #[arg(long)]
     schemes_dir: Option<PathBuf>,
     /// Seconds to wait after starting the side that runs first (Pantheon: 3).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = engine::plan::FIRST_SIDE_SETUP_S)]
     first_side_setup: f64,
 }
 
@@ -234,7 +233,7 @@ pub(crate) struct LocalArgs {
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     extra_mm_link_args: String,
     /// Longest wait, in seconds, for packets still in the path to leave it after a run.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = engine::plan::DRAIN_TIMEOUT_S)]
     drain_timeout: f64,
     /// Seed of the emulator's random loss (default: from the clock; recorded in the metadata).
     #[arg(long)]
@@ -337,36 +336,15 @@ fn common_plan(
     })
 }
 
-/// `--data-dir` checked before anything is written into it ([`prepare_results_dir`]); with
-/// --append and no --start-run-id, `plan`'s runs are numbered after the directory's last.
-fn prepare_dir(c: &CommonRunArgs) -> anyhow::Result<Existing> {
-    let reuse = match (c.append, c.overwrite) {
-        (true, _) => Reuse::Append,
-        (_, true) => Reuse::Overwrite,
-        _ => Reuse::Refuse,
-    };
-    let existing = prepare_results_dir(&c.data_dir, reuse)?;
-    if let Existing::MovedTo(aside) = &existing {
-        eprintln!(
-            "The earlier results in {} were moved to {}",
-            c.data_dir.display(),
-            aside.display()
-        );
-    }
-    Ok(existing)
-}
-
-/// The id of the first run: --start-run-id, or after the last run of the results appended to.
-fn first_run_id(c: &CommonRunArgs, existing: &Existing) -> u32 {
-    match (c.start_run_id, existing) {
-        (Some(id), _) => id,
-        (None, Existing::Append(earlier)) => earlier
-            .runs()
-            .iter()
-            .map(|&(_, id)| id)
-            .max()
-            .map_or(1, |last| last.saturating_add(1)),
-        _ => 1,
+/// What `--append`/`--overwrite` and `--start-run-id` say to do with `--data-dir`.
+fn results_dir(c: &CommonRunArgs) -> experiment::ResultsDir {
+    experiment::ResultsDir {
+        reuse: match (c.append, c.overwrite) {
+            (true, _) => Reuse::Append,
+            (_, true) => Reuse::Overwrite,
+            _ => Reuse::Refuse,
+        },
+        start_run_id: c.start_run_id,
     }
 }
 
@@ -378,17 +356,13 @@ fn clock_seed() -> u64 {
 }
 
 /// The emulated path of `--emulator` or of Pantheon's flags, with its traces in `data_dir`
-/// where this command writes them (a preset's, or Pantheon's default 12 Mbit/s one for a
+/// where the experiment writes them (a preset's, or Pantheon's default 12 Mbit/s one for a
 /// direction without `--uplink-trace`/`--downlink-trace`): the traces to write, with their
 /// rates in Mbit/s. Nothing is read or written here.
 fn emulator_of(a: &LocalArgs, data_dir: &Path) -> anyhow::Result<(Emulator, Vec<(PathBuf, f64)>)> {
     if let Some(name) = &a.emulator {
-        let preset = emucal::presets::find(name).map_err(anyhow::Error::msg)?;
-        let trace = data_dir.join(preset.trace_file_name());
-        return Ok((
-            preset.emulator_in(data_dir),
-            vec![(trace, preset.rate_mbps)],
-        ));
+        let (emulator, trace) = experiment::preset(name, data_dir)?;
+        return Ok((emulator, vec![trace]));
     }
     let default_trace = data_dir.join("12mbps.trace");
     let mut written = Vec::new();
@@ -415,166 +389,132 @@ fn emulator_of(a: &LocalArgs, data_dir: &Path) -> anyhow::Result<(Emulator, Vec<
     Ok((emulator, written))
 }
 
-/// `pantheon run local`'s handler (also one point of `pantheon sweep`), or with `sim` (the
-/// simulated hosts' latency) `pantheon run sim`'s: the same flags, plan, results directory
-/// and analysis; the runs in real time or simulated ([`runner::run_once`] follows the plan).
-pub(crate) fn run_emulated(
+/// `pantheon run local`'s flags as the experiment they describe (simulated with `sim`, the
+/// simulated hosts' latency).
+fn local_experiment(
     a: LocalArgs,
     sim: Option<sim::run::HostLatency>,
-) -> anyhow::Result<ExitCode> {
+    registry: &Registry,
+) -> anyhow::Result<experiment::Local> {
     let simulate = sim.is_some();
-    let registry = Registry::load(a.common.schemes_dir.as_deref())?;
     let seed = a.seed.unwrap_or_else(clock_seed);
-    // Every flag, and the trace files given, checked before anything is created.
-    let data_dir = a.common.data_dir.clone();
-    let (emulator, traces_to_write) = emulator_of(&a, &data_dir)?;
-    let mut plan = ExperimentPlan {
+    let (emulator, write_traces) = emulator_of(&a, &a.common.data_dir)?;
+    let plan = ExperimentPlan {
         drain_timeout: secs(a.drain_timeout, "--drain-timeout")?,
         emulator: Some(emulator),
         host_latency: sim.unwrap_or_default(),
-        ..common_plan(&a.common, &registry, seed, simulate)?
+        ..common_plan(&a.common, registry, seed, simulate)?
     };
-    plan.check(&registry)?;
-    for trace in [&a.uplink_trace, &a.downlink_trace].into_iter().flatten() {
-        emucal::trace::Trace::load(trace)?;
-    }
-    let baseline = a
-        .baseline
-        .as_deref()
-        .map(|b| plan.check_baseline(b))
-        .transpose()?;
-    if !simulate {
-        engine::clean::before_creating_namespaces("pantheon run local")?;
-    }
-    let existing = prepare_dir(&a.common)?;
-    plan.start_run_id = first_run_id(&a.common, &existing);
-    let sys = SystemInfo::probe();
-    for name in plan.scheme_names().iter().filter(|_| !simulate) {
-        if let Some(why) = registry.get(name)?.unavailable_reason(&sys) {
-            eprintln!("warning: {name} cannot run here ({why}); its runs will fail");
-        }
-    }
-    let netns_prefix = format!("pt-{}", std::process::id());
-    let mut metadata = plan.metadata(&registry);
-    metadata.baseline = baseline;
-    metadata.netns_prefix = (!simulate).then(|| netns_prefix.clone());
-    metadata.rootless = !simulate && engine::rootless::is_rootless();
-    metadata.emulator_preset = a.emulator.clone();
-    if let Existing::Append(earlier) = &existing {
-        plan.check_append(earlier, &metadata)?;
-        metadata = earlier.merged(&metadata);
-    }
-    std::fs::create_dir_all(&data_dir).with_context(|| format!("create {}", data_dir.display()))?;
-    for (trace, mbps) in &traces_to_write {
-        write_constant_trace(trace, *mbps)?;
-    }
-    let path = plan.validate(&registry)?;
-    metadata.uplink_mbps = path.uplink_mbps();
-    metadata.write(&plan.data_dir)?;
-    eprintln!(
-        "Emulated path{}: {}",
-        if simulate { " (simulated time)" } else { "" },
-        path.command_line
-    );
-    run_experiment(&plan, &registry, &netns_prefix, &|run, progress| {
-        runner::run_once(&plan, &path, run, progress)
+    Ok(experiment::Local {
+        plan,
+        dir: results_dir(&a.common),
+        write_traces,
+        preset: a.emulator,
+        baseline: a.baseline,
     })
 }
 
-/// Runs one run: (what it is, progress callback taking 0–1) → record.
-type RunOne<'a> = &'a dyn Fn(&RunSpec, &dyn Fn(f64)) -> runner::RunRecord;
-
-/// Runs every scheme `run_times` times with `run_one` (given the scheme, run id, a unique tag
-/// `<prefix>-<n>` and a progress callback), with a progress bar; records each run in
-/// `pantheon_runs.json` as it ends; stops after the current run on Ctrl-C; then analyses the
-/// results directory and prints the summary. Exit status: 0 when every run ended normally, 1
-/// when some run failed (the others ran; the failed ones are listed), 130 when interrupted;
-/// a run that cannot be recorded in `pantheon_runs.json` (a full disk) stops the experiment
-/// with an error (status 2).
-fn run_experiment(
-    plan: &ExperimentPlan,
-    registry: &Registry,
-    prefix: &str,
-    run_one: RunOne,
-) -> anyhow::Result<ExitCode> {
+/// `pantheon run local`'s handler, or with `sim` (the simulated hosts' latency) `pantheon run
+/// sim`'s: the same flags, plan, results directory and analysis; the runs in real time or
+/// simulated ([`experiment::local`]).
+fn run_emulated(a: LocalArgs, sim: Option<sim::run::HostLatency>) -> anyhow::Result<ExitCode> {
+    let registry = Registry::load(a.common.schemes_dir.as_deref())?;
+    let setup = local_experiment(a, sim, &registry)?;
     install_interrupt_handler()?;
-    let total = plan.run_times as usize * plan.schemes.len();
-    eprintln!(
-        "{} scheme(s) × {} run(s) of {} s → {}",
-        plan.schemes.len(),
-        plan.run_times,
-        plan.runtime.as_secs_f64(),
-        plan.data_dir.display()
-    );
-    let bar = ProgressBar::new((total * 1000) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {msg} (≈{eta} left)")
-            .expect("valid template"),
-    );
-    let mut seq = 0usize;
-    let mut failed = Vec::new();
-    'runs: for run_id in plan.start_run_id..plan.start_run_id.saturating_add(plan.run_times) {
-        for name in &plan.schemes {
-            let flows = engine::sequence::run_flows(plan, name, registry)?;
-            bar.set_message(format!("{name} run {run_id} ({}/{total})", seq + 1));
-            let tag = format!("{prefix}-{seq}");
-            let base = (seq * 1000) as u64;
-            let run = RunSpec {
-                name,
-                flows: &flows,
-                run_id,
-                tag: &tag,
-            };
-            let rec = run_one(&run, &|f| {
-                bar.set_position(base + (f * 1000.0) as u64);
-            });
-            seq += 1;
-            bar.set_position((seq * 1000) as u64);
-            let line = match &rec.outcome {
-                RunOutcome::Ok => {
-                    // A simulated run says what it cost.
-                    format!(
-                        "{name} run {run_id}: done{}",
-                        rec.simulation
-                            .map_or(String::new(), |cost| format!(" ({cost})"))
-                    )
-                }
-                RunOutcome::Failed { reason } => format!("{name} run {run_id}: FAILED: {reason}"),
-                RunOutcome::Interrupted => format!("{name} run {run_id}: interrupted"),
-            };
-            bar.suspend(|| eprintln!("{line}"));
-            if let RunOutcome::Failed { .. } = rec.outcome {
-                failed.push(format!("{name} run {run_id}"));
-            }
-            rec.append_to(&plan.data_dir).with_context(|| {
-                format!(
-                    "{name} run {run_id} could not be recorded; the experiment stops (runs \
-                     recorded before it are kept)"
-                )
-            })?;
-            if INTERRUPTED.load(Ordering::SeqCst) {
-                break 'runs;
-            }
-        }
-    }
-    bar.finish_and_clear();
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        eprintln!("interrupted: analysing what was recorded");
-    }
-    let analysis = analyze::analyze_dir(&plan.data_dir, registry)?;
-    println!("{}", analysis.summary_md);
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        return Ok(ExitCode::from(130));
-    }
-    if !failed.is_empty() {
-        eprintln!(
-            "{} of {seq} runs failed ({}): see pantheon_runs.json and pantheon_summary.md",
-            failed.len(),
-            failed.join(", ")
+    let bar = RunBar::new();
+    let outcome = experiment::local(setup, &registry, &bar);
+    bar.finish();
+    report(&outcome?)
+}
+
+/// A progress bar over an experiment's runs, each run's end printed above it: the
+/// [`experiment::Events`] of `pantheon run` and of a sweep's points.
+pub(crate) struct RunBar(ProgressBar);
+
+impl RunBar {
+    /// A bar, hidden until the runs start.
+    pub(crate) fn new() -> RunBar {
+        let bar = ProgressBar::hidden();
+        bar.set_style(
+            ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {msg} (≈{eta} left)")
+                .expect("valid template"),
         );
-        return Ok(ExitCode::from(1));
+        RunBar(bar)
     }
-    Ok(ExitCode::SUCCESS)
+
+    /// Clears the bar.
+    pub(crate) fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+impl experiment::Events for RunBar {
+    fn starting(&self, plan: &ExperimentPlan, total: usize) {
+        eprintln!(
+            "{} scheme(s) × {} run(s) of {} s → {}",
+            plan.schemes.len(),
+            plan.run_times,
+            plan.runtime.as_secs_f64(),
+            plan.data_dir.display()
+        );
+        self.0.set_length((total * 1000) as u64);
+        self.0
+            .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    }
+
+    fn run_starting(&self, run: &RunSpec, seq: usize, total: usize) {
+        self.0.set_message(format!(
+            "{} run {} ({}/{total})",
+            run.name,
+            run.run_id,
+            seq + 1
+        ));
+        self.0.set_position((seq * 1000) as u64);
+    }
+
+    fn run_progress(&self, seq: usize, fraction: f64) {
+        self.0
+            .set_position((seq * 1000) as u64 + (fraction * 1000.0) as u64);
+    }
+
+    fn run_ended(&self, rec: &RunRecord) {
+        self.0.inc(0);
+        let (name, run_id) = (&rec.scheme, rec.run_id);
+        let line = match &rec.outcome {
+            // A simulated run says what it cost.
+            RunOutcome::Ok => format!(
+                "{name} run {run_id}: done{}",
+                rec.simulation
+                    .map_or(String::new(), |cost| format!(" ({cost})"))
+            ),
+            RunOutcome::Failed { reason } => format!("{name} run {run_id}: FAILED: {reason}"),
+            RunOutcome::Interrupted => format!("{name} run {run_id}: interrupted"),
+        };
+        self.0.suspend(|| eprintln!("{line}"));
+    }
+}
+
+/// Prints an experiment's summary and which runs failed. Exit status: 0 when every run ended
+/// normally, 1 when some run failed (the others ran; the failed ones are listed), 130 when
+/// interrupted; an experiment that stopped with an error (a run that cannot be recorded in
+/// `pantheon_runs.json`, a full disk) is the caller's error (status 2).
+fn report(outcome: &experiment::Outcome) -> anyhow::Result<ExitCode> {
+    println!("{}", outcome.analysis.summary_md);
+    let ran = &outcome.ran;
+    if !ran.interrupted && !ran.failed.is_empty() {
+        let names: Vec<String> = ran
+            .failed
+            .iter()
+            .map(|f| format!("{} run {}", f.name, f.run_id))
+            .collect();
+        eprintln!(
+            "{} of {} runs failed ({}): see pantheon_runs.json and pantheon_summary.md",
+            ran.failed.len(),
+            ran.runs,
+            names.join(", ")
+        );
+    }
+    Ok(ExitCode::from(outcome.exit_status()))
 }
 
 /// Without the `testbed` feature: says so.
@@ -588,11 +528,7 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
     use pantheon_orchestrator::agent::{auth::Credentials, client::AgentClient};
     use pantheon_orchestrator::remote::{self, Nodes, RemoteOptions};
     let registry = Registry::load(a.common.schemes_dir.as_deref())?;
-    let mut plan = common_plan(&a.common, &registry, clock_seed(), false)?;
-    plan.check(&registry)?;
-    plan.check_remote()?;
-    let existing = prepare_dir(&a.common)?;
-    plan.start_run_id = first_run_id(&a.common, &existing);
+    let plan = common_plan(&a.common, &registry, clock_seed(), false)?;
     let credentials = Credentials::load(&a.credentials, false)?;
     let local = AgentClient::new(&a.local_agent, &credentials)?;
     let remote_agent = AgentClient::new(&a.remote_agent, &credentials)?;
@@ -608,7 +544,6 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
         max_clock_move_ns: (a.max_clock_move_ms * 1e6) as i64,
         drain: secs(a.drain, "--drain")?,
     };
-    remote::check_options(&opts, &remote_agent.host)?;
     let nodes = Nodes {
         local: &local,
         remote: &remote_agent,
@@ -617,25 +552,12 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
         local: a.local_desc.clone(),
         remote: a.remote_desc.clone(),
     };
-    let earlier = match &existing {
-        Existing::Append(earlier) => Some(&**earlier),
-        _ => None,
-    };
-    remote::start_experiment(&plan, &opts, &nodes, &desc, earlier, &|w| {
-        eprintln!("warning: {w}")
-    })?;
-    eprintln!(
-        "Remote experiment: sender on the {} node, tunnel server on the {} node ({} ↔ {})",
-        opts.sender.name(),
-        opts.tunnel_server.name(),
-        local.addr,
-        remote_agent.addr
-    );
-    // Run names are unique per invocation: `r<pid>-<n>` (agents prefix them with their node).
-    let prefix = format!("r{}", std::process::id());
-    run_experiment(&plan, &registry, &prefix, &|run, progress| {
-        remote::run_when_ready(&plan, &opts, &nodes, run, progress)
-    })
+    install_interrupt_handler()?;
+    let bar = RunBar::new();
+    let dir = results_dir(&a.common);
+    let outcome = remote::experiment(plan, dir, &opts, &nodes, &desc, &registry, &bar);
+    bar.finish();
+    report(&outcome?)
 }
 
 /// Flags a config file cannot set: its `flows` list says which schemes run and when.

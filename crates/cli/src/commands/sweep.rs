@@ -9,19 +9,13 @@ use std::process::ExitCode;
 #[cfg(feature = "sweep")]
 use std::sync::atomic::Ordering;
 
+#[cfg(feature = "sweep")]
+use anyhow::Context;
 use clap::{Args, Subcommand};
 #[cfg(feature = "sweep")]
-use {anyhow::Context, clap::Parser};
-#[cfg(feature = "sweep")]
 use {
-    engine::record::{RunOutcome, RunRecord},
-    engine::runner::INTERRUPTED,
-    engine::schemes::Registry,
-    sweep::exec::Status,
-    sweep::file::SlurmSection,
-    sweep::file::SweepFile,
-    sweep::plan::SweepPlan,
-    sweep::point::{Outcome, INTERRUPTED_STATUS},
+    engine::runner::INTERRUPTED, engine::schemes::Registry, sweep::exec::Status,
+    sweep::file::SlurmSection, sweep::file::SweepFile, sweep::plan::SweepPlan,
     sweep::slurm::SlurmOptions,
 };
 
@@ -206,13 +200,13 @@ fn run(file: &Path, a: &SweepArgs) -> anyhow::Result<ExitCode> {
     }
     super::install_interrupt_handler()?;
     let status = match &slurm_opts {
-        Some(o) => sweep::slurm::run_slurm(&dir, &exe, o, &INTERRUPTED)?,
+        Some(o) => sweep::slurm::run_slurm(&dir, &exe, o, &INTERRUPTED, &PointsBar::new())?,
         None => {
             let jobs = usize::from(a.jobs.unwrap_or(1));
             if jobs > 64 {
                 anyhow::bail!("--jobs {jobs}: at most 64 points at a time on one machine");
             }
-            sweep::exec::run_local(&dir, &exe, jobs, &INTERRUPTED)?
+            sweep::exec::run_local(&dir, &exe, jobs, &INTERRUPTED, &PointsBar::new())?
         }
     };
     println!("{}", collect(&dir, &plan, &status, &registry)?);
@@ -228,6 +222,47 @@ fn run(file: &Path, a: &SweepArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A progress bar over a sweep's points, failures printed above it.
+#[cfg(feature = "sweep")]
+struct PointsBar(indicatif::ProgressBar);
+
+#[cfg(feature = "sweep")]
+impl PointsBar {
+    fn new() -> PointsBar {
+        let bar = indicatif::ProgressBar::hidden();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "[{elapsed_precise}] {bar:30} {pos}/{len} points {msg}",
+            )
+            .expect("valid template"),
+        );
+        PointsBar(bar)
+    }
+}
+
+#[cfg(feature = "sweep")]
+impl sweep::exec::Progress for PointsBar {
+    fn begin(&self, done: usize, total: usize) {
+        self.0.set_length(total as u64);
+        self.0.set_position(done as u64);
+        self.0
+            .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    }
+
+    fn update(&self, done: usize, status: &str) {
+        self.0.set_position(done as u64);
+        self.0.set_message(status.to_owned());
+    }
+
+    fn say(&self, line: &str) {
+        self.0.suspend(|| eprintln!("{line}"));
+    }
+
+    fn end(&self) {
+        self.0.finish_and_clear();
+    }
 }
 
 /// `--dry-run`: what would run, and with Slurm the batch script (written, not submitted).
@@ -281,44 +316,15 @@ fn collect(
     sweep::output::write(dir, plan, status, &rows, &style)
 }
 
-/// `pantheon run local`'s arguments, parsed as that command parses them.
-#[cfg(feature = "sweep")]
-#[derive(Parser)]
-struct PointRun {
-    #[command(flatten)]
-    local: super::run::LocalArgs,
-}
-
-/// Runs point `id` of the sweep in `dir`: `pantheon run local` in this process (`run sim` in
-/// a simulated sweep).
+/// Runs point `id` of the sweep in `dir` here (`pantheon run local`'s experiment, `run sim`'s
+/// in a simulated sweep), with `pantheon run`'s progress bar.
 #[cfg(feature = "sweep")]
 fn point(dir: &Path, id: u32) -> anyhow::Result<ExitCode> {
-    let simulate = sweep::plan::SweepPlan::load(dir)?.file.simulate;
-    let placed = sweep::point::run_point(dir, id, |args, data_dir| {
-        let argv = std::iter::once("pantheon-run-local".to_owned()).chain(args.iter().cloned());
-        let result = PointRun::try_parse_from(argv)
-            .map_err(anyhow::Error::from)
-            .and_then(|a| super::run::run_emulated(a.local, simulate.then(Default::default)));
-        match result {
-            Ok(code) if code == ExitCode::SUCCESS => Outcome {
-                status: 0,
-                tail: String::new(),
-            },
-            Ok(code) if code == ExitCode::from(130) => Outcome {
-                status: INTERRUPTED_STATUS,
-                tail: String::new(),
-            },
-            Ok(_) => Outcome {
-                status: 1,
-                tail: failed_runs(data_dir),
-            },
-            Err(e) => Outcome {
-                status: 2,
-                tail: format!("{e:#}"),
-            },
-        }
-    })?;
-    Ok(match placed {
+    super::install_interrupt_handler()?;
+    let bar = super::run::RunBar::new();
+    let placed = sweep::point::run_point(dir, id, &bar);
+    bar.finish();
+    Ok(match placed? {
         None if INTERRUPTED.load(Ordering::SeqCst) => ExitCode::from(130),
         None => {
             eprintln!("point {id} is done already");
@@ -330,26 +336,6 @@ fn point(dir: &Path, id: u32) -> anyhow::Result<ExitCode> {
             ExitCode::from(1)
         }
     })
-}
-
-/// Why the runs recorded in `data_dir` failed, one line each.
-#[cfg(feature = "sweep")]
-fn failed_runs(data_dir: &Path) -> String {
-    let records = RunRecord::read_all(data_dir).unwrap_or_default();
-    let reasons: Vec<String> = records
-        .iter()
-        .filter_map(|r| match &r.outcome {
-            RunOutcome::Failed { reason } => {
-                Some(format!("{} run {}: {reason}", r.scheme, r.run_id))
-            }
-            _ => None,
-        })
-        .collect();
-    if reasons.is_empty() {
-        "a run failed (see the point's log)".into()
-    } else {
-        reasons.join("\n")
-    }
 }
 
 /// Without the `sweep` feature: says so.

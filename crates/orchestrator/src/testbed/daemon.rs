@@ -30,8 +30,9 @@ use super::schedule;
 use crate::agent::auth::Credentials;
 use crate::agent::client::AgentClient;
 use crate::remote::{self, Descriptions, Node, Nodes, RemoteOptions};
+use engine::experiment::{self, RunsOptions};
 use engine::plan::ExperimentPlan;
-use engine::runner::RunOutcome;
+use engine::record::{RunOutcome, RunRecord};
 use engine::schemes::Registry;
 use engine::sequence::RunSpec;
 
@@ -394,58 +395,67 @@ impl Daemon {
         remote::start_experiment(&plan, &opts, &nodes, &desc, None, &|w| {
             log(&format!("experiment {id}: {w}"))
         })?;
-        let done: BTreeSet<(String, u32)> = self
-            .archive
-            .runs(id)?
-            .into_iter()
-            .map(|r| (r.scheme, r.run))
-            .collect();
-        let mut seq = 0;
-        for run_id in 1..=e.run_times {
-            for name in &e.schemes {
-                if self.stop.load(Ordering::SeqCst) {
-                    return Ok(());
-                }
-                if done.contains(&(name.clone(), run_id)) {
-                    continue; // recorded before a restart: counted once
-                }
-                let scheme = self.registry.get(name)?;
-                // An agent that does not answer (down, or stalled past the call timeout) ends
-                // the experiment before the run is recorded.
-                remote::wait_for_nodes(&nodes, Duration::from_secs(10))
-                    .with_context(|| format!("before {name} run {run_id}"))?;
-                let tag = format!("e{id}a{}-{seq}", e.attempts);
-                seq += 1;
-                self.archive.run_started(id, name, run_id, &tag)?;
-                let flows = engine::sequence::flows_of(&plan, scheme);
-                let run = RunSpec {
-                    name,
-                    flows: &flows,
-                    run_id,
-                    tag: &tag,
-                };
-                let rec = remote::run_once_remote(&plan, &opts, &nodes, &run, &|_| {});
-                let outcome = match &rec.outcome {
-                    RunOutcome::Ok => Ok(()),
-                    RunOutcome::Failed { reason } => Err(reason.as_str()),
-                    // Ended by the shutdown: left `running`, so the restart re-runs it.
-                    RunOutcome::Interrupted => return Ok(()),
-                };
-                self.archive.run_finished(id, name, run_id, outcome)?;
-                log(&format!(
-                    "experiment {id}: {name} run {run_id}: {}",
-                    match outcome {
-                        Ok(()) => "done".to_owned(),
-                        Err(r) => format!("FAILED: {r}"),
-                    }
-                ));
-                rec.append_to(dir)?;
-            }
+        let runs = RunsOptions {
+            tag_prefix: format!("e{id}a{}", e.attempts),
+            // Recorded before a restart: counted once.
+            done: self
+                .archive
+                .runs(id)?
+                .into_iter()
+                .map(|r| (r.scheme, r.run))
+                .collect(),
+            stop_at_first_failure: false,
+        };
+        let ran = experiment::run_all(
+            &plan,
+            &self.registry,
+            &runs,
+            &|run, progress| self.run_one(id, &plan, &opts, &nodes, run, progress),
+            &experiment::Quiet,
+        )?;
+        if ran.interrupted {
+            // Ended by the shutdown: the run in progress is left `running` in the archive, so
+            // that the restart runs it again.
+            return Ok(());
         }
-        let analysis = engine::analyze::analyze_dir(dir, &self.registry)?;
+        let analysis = experiment::finish(&plan, &self.registry, ran)?.analysis;
         let (runs, stats) = archived_metrics(&analysis.perf);
         self.archive
             .finish(id, Status::Done, None, &runs, &stats, &archive::now())
+    }
+
+    /// Run `run` of experiment `id`, archived as it starts and ends and logged. Errors (the
+    /// experiment ends before the run is recorded): an agent that does not answer (down, or
+    /// stalled past the call timeout), an archive that cannot be written.
+    fn run_one(
+        &self,
+        id: i64,
+        plan: &ExperimentPlan,
+        opts: &RemoteOptions,
+        nodes: &Nodes,
+        run: &RunSpec,
+        progress: &dyn Fn(f64),
+    ) -> anyhow::Result<RunRecord> {
+        let (name, run_id) = (run.name, run.run_id);
+        remote::wait_for_nodes(nodes, Duration::from_secs(10))
+            .with_context(|| format!("before {name} run {run_id}"))?;
+        self.archive.run_started(id, name, run_id, run.tag)?;
+        let rec = remote::run_once_remote(plan, opts, nodes, run, progress);
+        let outcome = match &rec.outcome {
+            RunOutcome::Ok => Ok(()),
+            RunOutcome::Failed { reason } => Err(reason.as_str()),
+            // Ended by the shutdown: left `running`, so the restart runs it again.
+            RunOutcome::Interrupted => return Ok(rec),
+        };
+        self.archive.run_finished(id, name, run_id, outcome)?;
+        log(&format!(
+            "experiment {id}: {name} run {run_id}: {}",
+            match outcome {
+                Ok(()) => "done".to_owned(),
+                Err(r) => format!("FAILED: {r}"),
+            }
+        ));
+        Ok(rec)
     }
 }
 
