@@ -94,13 +94,35 @@ fn the_ml_crate_stays_in_the_learned_controller_crate() {
     // tunnel build without it.
     let indigo = dependencies("pantheon-indigo");
     assert!(indigo.iter().any(|d| d == "candle-core"), "{indigo:?}");
-    for package in ["pantheon-sim", "pantheon-emucal", "pantheon-tunnel"] {
+    // Indigo at decision time — the `indigo` schemes' program (pantheon-quinn) and simulated
+    // Indigo in the engine — reads its model without candle (pantheon-indigo-controller).
+    for package in [
+        "pantheon-sim",
+        "pantheon-emucal",
+        "pantheon-tunnel",
+        "pantheon-indigo-controller",
+        "pantheon-scheme-quinn",
+    ] {
         let deps = dependencies(package);
         assert!(
-            !deps.iter().any(|d| d.starts_with("candle")),
+            !deps
+                .iter()
+                .any(|d| d.starts_with("candle") || d == "pantheon-indigo"),
             "{package} depends on candle"
         );
     }
+    let engine = dependencies_with("pantheon-engine", &["--features", "indigo"]);
+    assert_links(
+        "the engine with simulated Indigo",
+        &engine,
+        &["candle-core", "candle-nn", "pantheon-indigo"],
+        &["pantheon-indigo-controller", "quinn-proto"],
+    );
+    let quinn = dependencies("pantheon-scheme-quinn");
+    assert!(
+        quinn.iter().any(|d| d == "pantheon-indigo-controller"),
+        "{quinn:?}"
+    );
 }
 
 /// Asserts that `deps` (of `what`) has none of `heavy` and every one of `needed` (so that the

@@ -227,7 +227,7 @@ pub struct Simulation {
 /// The names `[simulation] controller` takes.
 pub const SIMULATED_CONTROLLERS: &str = "cubic, newreno, bbr, indigo, indigo_nocalib";
 
-/// The `[simulation] controller` names of Indigo's committed models (`indigo::models::Trained`),
+/// The `[simulation] controller` names of Indigo's committed models (`indigo_controller::models::Trained`),
 /// known here whether or not this build has Indigo (feature `indigo`).
 const INDIGO_CONTROLLERS: [&str; 2] = ["indigo", "indigo_nocalib"];
 
@@ -246,7 +246,7 @@ pub enum Simulated {
     #[cfg(feature = "indigo")]
     Indigo {
         /// The committed model (and the scheme's name for it).
-        trained: indigo::models::Trained,
+        trained: indigo_controller::models::Trained,
         /// A model file run instead.
         model: Option<PathBuf>,
     },
@@ -259,7 +259,7 @@ impl Simulated {
             return Some(Simulated::Quinn(c));
         }
         #[cfg(feature = "indigo")]
-        return indigo::models::Trained::from_name(name)
+        return indigo_controller::models::Trained::from_name(name)
             .map(|trained| Simulated::Indigo { trained, model });
         #[cfg(not(feature = "indigo"))]
         {

@@ -33,7 +33,7 @@ fn main() {
     const N: u32 = 20_000;
     let interval_ns = DECISION_INTERVAL.as_nanos() as f64;
     for t in Trained::ALL {
-        let policy = t.policy().expect("the committed model");
+        let policy = pantheon_indigo::models::policy(t).expect("the committed model");
         let frozen = Arc::new(policy.freeze().expect("frozen"));
         let mut memory = Memory::default();
         let started = Instant::now();

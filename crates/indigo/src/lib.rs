@@ -10,11 +10,14 @@
 //! the window nearest to a band just above it, and DAgger (roll out, label, aggregate, train,
 //! repeat) makes the policy imitate it on the states its own decisions lead to ([`train`]).
 //!
-//! - [`state`]: the state vector from a connection's events, the actions, the oracle's choice.
-//! - [`policy`]: the network (candle), its model files (safetensors).
+//! - [`state`]: the state vector from a connection's events, the actions, the oracle's choice
+//!   (`pantheon-indigo-controller`'s, re-exported).
+//! - [`policy`]: the network (candle), its model files (safetensors); at decision time, its
+//!   frozen weights (`indigo_controller::frozen`, without candle).
 //! - [`train`]: supervised training on labelled episodes, accuracy.
 //! - [`controller`]: the quinn-proto congestion controller that runs it, in real time (the
-//!   `indigo` scheme) and in simulated time (training rollouts).
+//!   `indigo` scheme) and in simulated time (training rollouts) (`pantheon-indigo-controller`'s,
+//!   re-exported).
 //! - [`rollout`]: a flow of Indigo over a training emulator in simulated time; the oracle's
 //!   ideal window per emulator.
 //! - [`set`]: the training set (the paper's 24 synthetic emulators, presets, calibrated files).
@@ -22,11 +25,10 @@
 //! - [`models`]: the models trained here and committed, which the `indigo` and
 //!   `indigo_nocalib` schemes run.
 
-pub mod controller;
+pub use indigo_controller::{controller, state};
 pub mod dagger;
 pub mod models;
 pub mod policy;
 pub mod rollout;
 pub mod set;
-pub mod state;
 pub mod train;

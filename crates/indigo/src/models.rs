@@ -1,82 +1,36 @@
-//! The models trained here and committed with the source (`crates/indigo/models/`), embedded
-//! in the programs that run them: the `indigo` and `indigo_nocalib` schemes
-//! (`pantheon-quinn --cc indigo|indigo-nocalib`, and in simulated time). How each was made —
-//! the command, the training set, wall time, iterations, accuracy — is in
-//! `crates/indigo/models/README.md`; `pantheon train indigo` makes them again.
+//! The models trained here and committed with the source (`crates/indigo/models/`):
+//! [`Trained`] (`pantheon-indigo-controller`'s, which the schemes run without candle), and
+//! each as the candle network training starts from ([`policy`]).
 
-use std::path::Path;
-use std::sync::Arc;
+pub use indigo_controller::models::Trained;
 
-use crate::controller::IndigoFactory;
 use crate::policy::{Policy, PolicyError};
 
-/// A committed model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Trained {
-    /// Trained on the 24 synthetic emulators and the calibrated emulators of real paths (seeds
-    /// 000 and 001, the presets): the paper's `Indigo`.
-    Indigo,
-    /// Trained on the 24 synthetic emulators alone: the paper's `Indigo (uncalibrated)`.
-    IndigoNocalib,
-}
-
-impl Trained {
-    /// Both, in the order above.
-    pub const ALL: [Trained; 2] = [Trained::Indigo, Trained::IndigoNocalib];
-
-    /// `indigo` or `indigo_nocalib`: the scheme's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Trained::Indigo => "indigo",
-            Trained::IndigoNocalib => "indigo_nocalib",
-        }
-    }
-
-    /// The model named `name` (see [`Trained::name`]); `None` for any other.
-    pub fn from_name(name: &str) -> Option<Trained> {
-        Trained::ALL.into_iter().find(|t| t.name() == name)
-    }
-
-    /// The model file's contents (safetensors).
-    pub fn bytes(self) -> &'static [u8] {
-        match self {
-            Trained::Indigo => include_bytes!("../models/indigo.safetensors"),
-            Trained::IndigoNocalib => include_bytes!("../models/indigo_nocalib.safetensors"),
-        }
-    }
-
-    /// The policy. Errors only if the committed file were damaged (a unit test loads both).
-    pub fn policy(self) -> Result<Policy, PolicyError> {
-        Policy::from_bytes(
-            self.bytes(),
-            &format!(
-                "the committed model crates/indigo/models/{}.safetensors",
-                self.name()
-            ),
-        )
-    }
-
-    /// The scheme's controller factory: this model, or the model file `model` instead (errors
-    /// name a file that is not a model).
-    pub fn factory(self, model: Option<&Path>) -> Result<IndigoFactory, PolicyError> {
-        let policy = match model {
-            Some(path) => Policy::load(path)?,
-            None => self.policy()?,
-        };
-        Ok(IndigoFactory::new(Arc::new(policy.freeze()?)))
-    }
+/// Committed model `t` as the candle network. Errors only if the committed file were damaged
+/// (a unit test loads both).
+pub fn policy(t: Trained) -> Result<Policy, PolicyError> {
+    Policy::from_bytes(t.bytes(), &t.what())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::FEATURES;
+    use indigo_controller::frozen::Memory;
 
     #[test]
-    fn the_committed_models_load_and_are_not_the_same() {
+    fn the_candle_free_reader_gives_the_weights_candle_gives() {
         for t in Trained::ALL {
-            assert_eq!(Trained::from_name(t.name()), Some(t));
-            t.policy().unwrap();
+            let (by_candle, alone) = (policy(t).unwrap().freeze().unwrap(), t.frozen().unwrap());
+            let (mut m1, mut m2) = (Memory::default(), Memory::default());
+            for i in 0..40 {
+                let x: [f32; FEATURES] = std::array::from_fn(|j| ((i * 7 + j) % 11) as f32 / 11.0);
+                assert_eq!(
+                    by_candle.step(&x, &mut m1),
+                    alone.step(&x, &mut m2),
+                    "{t:?}"
+                );
+            }
         }
-        assert_ne!(Trained::Indigo.bytes(), Trained::IndigoNocalib.bytes());
     }
 }

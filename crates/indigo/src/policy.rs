@@ -1,5 +1,5 @@
 //! The policy: an LSTM of one layer of [`HIDDEN`] units over the state vector, then a linear
-//! layer and a softmax over the five [`Action`]s — the paper's network (§6: "a single-layer
+//! layer and a softmax over the five [`crate::state::Action`]s — the paper's network (§6: "a single-layer
 //! LSTM with 32 hidden units"), in candle (`candle-core`, `candle-nn`).
 //!
 //! A model file is safetensors: the LSTM's `lstm.weight_ih_l0` (128 × 10), `lstm.weight_hh_l0`
@@ -8,8 +8,9 @@
 //! can be inspected there too.
 //!
 //! At decision time the LSTM's state is carried from one decision to the next, as Indigo's
-//! sender does, by a [`Frozen`] copy of the weights (plain arrays, no tensors); training
-//! ([`crate::train`]) unrolls it over whole episodes the same way, in candle.
+//! sender does, by a [`Frozen`] copy of the weights (plain arrays, no tensors:
+//! `indigo_controller::frozen`, re-exported here); training ([`crate::train`]) unrolls it over
+//! whole episodes the same way, in candle.
 
 use std::path::Path;
 
@@ -19,10 +20,8 @@ use candle_nn::{Linear, VarBuilder, VarMap};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::state::{Action, ACTIONS, FEATURES};
-
-/// The LSTM's hidden units (the paper's 32).
-pub const HIDDEN: usize = 32;
+use crate::state::{ACTIONS, FEATURES};
+pub use indigo_controller::frozen::{argmax, Frozen, Memory, HIDDEN};
 
 /// Why a model could not be made, loaded or run.
 #[derive(Debug, thiserror::Error)]
@@ -157,12 +156,16 @@ impl Policy {
             )
         };
         let (b_ih, b_hh) = (get("lstm.bias_ih_l0")?, get("lstm.bias_hh_l0")?);
-        Ok(Frozen {
-            w_ih: get("lstm.weight_ih_l0")?,
-            w_hh: get("lstm.weight_hh_l0")?,
-            bias: b_ih.iter().zip(&b_hh).map(|(a, b)| a + b).collect(),
-            head_w: get("head.weight")?,
-            head_b: get("head.bias")?,
+        Frozen::from_parts(
+            get("lstm.weight_ih_l0")?,
+            get("lstm.weight_hh_l0")?,
+            b_ih.iter().zip(&b_hh).map(|(a, b)| a + b).collect(),
+            get("head.weight")?,
+            get("head.bias")?,
+        )
+        .ok_or_else(|| PolicyError::Candle {
+            context: "freeze the policy".into(),
+            source: candle::Error::Msg("a tensor of another shape".into()),
         })
     }
 
@@ -188,96 +191,10 @@ impl Policy {
     }
 }
 
-/// The policy at decision time: its weights as plain arrays and the LSTM step written out
-/// (PyTorch's gate order: input, forget, cell, output), so that a decision is a few thousand
-/// multiply-adds with no allocation: 4 µs, about 29× less than a step through candle's
-/// tensors, and no graph of past steps kept alive (`cargo bench -p pantheon-indigo --bench
-/// inference`; figures in `crates/indigo/models/README.md`). It computes what
-/// [`Policy::logits`] computes (a unit test compares them). Serialised, it is what a
-/// rollout run elsewhere (a Slurm job step) is given.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Frozen {
-    /// `[4·HIDDEN][FEATURES]`, row-major.
-    w_ih: Vec<f32>,
-    /// `[4·HIDDEN][HIDDEN]`, row-major.
-    w_hh: Vec<f32>,
-    /// `bias_ih + bias_hh`, `[4·HIDDEN]`.
-    bias: Vec<f32>,
-    /// `[ACTIONS][HIDDEN]`, row-major.
-    head_w: Vec<f32>,
-    /// `[ACTIONS]`.
-    head_b: Vec<f32>,
-}
-
-/// The LSTM's state between two decisions of one flow (zeros before the first).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Memory {
-    /// Hidden state.
-    pub h: [f32; HIDDEN],
-    /// Cell state.
-    pub c: [f32; HIDDEN],
-}
-
-impl Default for Memory {
-    fn default() -> Memory {
-        Memory {
-            h: [0.0; HIDDEN],
-            c: [0.0; HIDDEN],
-        }
-    }
-}
-
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-impl Frozen {
-    /// One decision: the action probabilities (softmax, in [`Action::ALL`]'s order) for
-    /// `features`; `memory` moves on to the next decision's.
-    pub fn step(&self, features: &[f32; FEATURES], memory: &mut Memory) -> [f32; ACTIONS] {
-        let mut gates = [0f32; 4 * HIDDEN];
-        for (g, out) in gates.iter_mut().enumerate() {
-            let wi = &self.w_ih[g * FEATURES..(g + 1) * FEATURES];
-            let wh = &self.w_hh[g * HIDDEN..(g + 1) * HIDDEN];
-            let x: f32 = wi.iter().zip(features).map(|(w, x)| w * x).sum();
-            let h: f32 = wh.iter().zip(&memory.h).map(|(w, h)| w * h).sum();
-            *out = x + h + self.bias[g];
-        }
-        for j in 0..HIDDEN {
-            let i = sigmoid(gates[j]);
-            let f = sigmoid(gates[HIDDEN + j]);
-            let g = gates[2 * HIDDEN + j].tanh();
-            let o = sigmoid(gates[3 * HIDDEN + j]);
-            memory.c[j] = f * memory.c[j] + i * g;
-            memory.h[j] = o * memory.c[j].tanh();
-        }
-        let mut logits = [0f32; ACTIONS];
-        for (a, l) in logits.iter_mut().enumerate() {
-            let w = &self.head_w[a * HIDDEN..(a + 1) * HIDDEN];
-            *l = w.iter().zip(&memory.h).map(|(w, h)| w * h).sum::<f32>() + self.head_b[a];
-        }
-        let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut p = logits.map(|l| (l - top).exp());
-        let sum: f32 = p.iter().sum();
-        p.iter_mut().for_each(|x| *x /= sum);
-        p
-    }
-}
-
-/// The most probable action of `probs`; of equal ones, the first.
-pub fn argmax(probs: &[f32; ACTIONS]) -> Action {
-    let mut best = 0;
-    for i in 1..ACTIONS {
-        if probs[i] > probs[best] {
-            best = i;
-        }
-    }
-    Action::from_index(best).expect("an index below ACTIONS")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::Action;
 
     fn features(i: usize) -> [f32; FEATURES] {
         let mut f = [0f32; FEATURES];

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
-use indigo::models::Trained;
+use indigo_controller::models::Trained;
 use pantheon_scheme_wrapper::transfers::{serve, Transport, WorkloadArgs};
 use pantheon_scheme_wrapper::{Recorder, Side};
 use quinn::Endpoint;

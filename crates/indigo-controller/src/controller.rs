@@ -3,7 +3,8 @@
 //! (Indigo does not react to loss by itself: the policy sees the delay and the rates).
 //!
 //! The same controller runs in real time (the `indigo` scheme's quinn program) and in
-//! simulated time (training rollouts), as quinn-proto hands it the instants either way. For
+//! simulated time (simulated runs, training rollouts), as quinn-proto hands it the instants
+//! either way. For
 //! training, a [`Teacher`] can stand in for the policy at some decisions (DAgger's mixture)
 //! and a [`Recorder`] keeps every decision with the oracle's label.
 
@@ -16,7 +17,7 @@ use quinn_proto::RttEstimator;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::policy::{argmax, Frozen, Memory};
+use crate::frozen::{argmax, Frozen, Memory};
 use crate::state::{Action, Observer, State};
 
 /// Time between two decisions (Indigo's 10 ms).
@@ -55,7 +56,8 @@ pub struct Decision {
 pub type Recorder = Arc<Mutex<Vec<Vec<Decision>>>>;
 
 /// The oracle during training: the ideal window, and how often to follow it instead of the
-/// policy (DAgger's β: 1 on the first iteration, then ½, ¼, …: [`crate::dagger::beta`]).
+/// policy (DAgger's β: 1 on the first iteration, then ½, ¼, …: `pantheon-indigo`'s
+/// `dagger::beta`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Teacher {
     /// The ideal window, packets.
@@ -69,7 +71,7 @@ pub struct Teacher {
 /// Builds Indigo controllers for quinn-proto's `TransportConfig::congestion_controller_factory`.
 #[derive(Debug, Clone)]
 pub struct IndigoFactory {
-    /// The policy ([`crate::policy::Policy::freeze`]); `None`: the teacher decides alone (it
+    /// The policy ([`Frozen`]: a model file's, or a network being trained, frozen); `None`: the teacher decides alone (it
     /// must then be given).
     pub policy: Option<Arc<Frozen>>,
     /// The oracle, for training rollouts.
@@ -332,7 +334,7 @@ mod tests {
 
     #[test]
     fn a_policy_decides_alone_and_its_window_stays_in_bounds() {
-        let policy = Arc::new(crate::policy::Policy::new(5).unwrap().freeze().unwrap());
+        let policy = Arc::new(crate::models::Trained::Indigo.frozen().unwrap());
         let c = drive(IndigoFactory::new(policy), 300);
         let w = c.cwnd();
         assert!(
