@@ -354,6 +354,41 @@ fn libraries_do_not_own_the_process() {
 }
 
 #[test]
+fn the_servers_are_built_in_the_orchestrator() {
+    // `pantheon serve` and `pantheon-agent` are programs over orchestrator::testbed::server
+    // and orchestrator::agent::server: the CLI parses flags and installs the signal handler,
+    // and depends on no server crate itself.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["tree", "--offline", "--locked", "-e", "normal", "--prefix", "none"])
+        .args(["--depth", "1", "-p", "pantheon-cli"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo tree");
+    assert!(out.status.success());
+    let direct: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect();
+    assert_links(
+        "pantheon-cli (its own dependencies)",
+        &direct,
+        &["tonic", "axum", "tokio", "tokio-stream"],
+        &["pantheon-orchestrator", "clap"],
+    );
+    let sources = sources();
+    let bad: Vec<&String> = sources
+        .iter()
+        .filter(|(p, code)| {
+            p.starts_with("crates/cli/")
+                && ["tonic::", "axum::", "tokio::"].iter().any(|w| code.contains(w))
+        })
+        .map(|(p, _)| p)
+        .collect();
+    assert!(bad.is_empty(), "servers built in the CLI: {bad:?}");
+}
+
+#[test]
 fn every_experiment_is_run_by_the_one_driver() {
     // Whoever starts an experiment (`pantheon run local|remote|sim`, a sweep's point, the
     // daemon, a calibration's evaluation), its runs are run and recorded by

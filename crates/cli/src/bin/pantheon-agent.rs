@@ -8,11 +8,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use engine::schemes::Registry;
-use pantheon_orchestrator::agent::auth::{Credentials, TokenCheck};
-use pantheon_orchestrator::agent::proto::agent_server::AgentServer;
+use pantheon_orchestrator::agent::auth::Credentials;
 use pantheon_orchestrator::agent::service::AgentService;
 use pantheon_orchestrator::agent::{self, log};
-use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 /// The Pantheon-rs node agent (needs root: it creates network namespaces and TUN devices).
 ///
@@ -70,54 +68,11 @@ fn real_main(a: Args) -> anyhow::Result<()> {
         ));
     }
     let service = AgentService::new(a.name.clone(), a.data_dir.clone(), registry);
-    let tls = ServerTlsConfig::new().identity(Identity::from_pem(
-        &credentials.cert_pem,
-        credentials.key_pem.as_deref().expect("loaded with the key"),
-    ));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("start the tokio runtime")?;
-    let server = Server::builder()
-        .tls_config(tls)
-        .context("TLS configuration")?
-        .add_service(AgentServer::with_interceptor(
-            service.clone(),
-            TokenCheck::new(&credentials),
-        ));
-    let listen = a.listen;
-    let name = a.name.clone();
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("listen on {listen}"))?;
-        log(&format!(
-            "node {name} (version {}) listening on {}",
-            env!("CARGO_PKG_VERSION"),
-            listener.local_addr()?
-        ));
-        let shutdown = async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("SIGTERM handler");
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
-                _ = term.recv() => {},
-            }
-            log("stopping");
-        };
-        server
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                shutdown,
-            )
-            .await
-            .context("serve")
-    })?;
-    let stopped = service.stop_all();
-    if !stopped.is_empty() {
-        log(&format!("ended runs still hosted: {}", stopped.join(", ")));
-    }
-    Ok(())
+    // SIGINT/SIGTERM: the server stops, and the runs still hosted end.
+    let (stop, stopped) = std::sync::mpsc::channel();
+    ctrlc::set_handler(move || {
+        let _ = stop.send(());
+    })
+    .context("install the SIGINT/SIGTERM handler")?;
+    agent::server::serve(a.listen, &credentials, service, stopped)
 }

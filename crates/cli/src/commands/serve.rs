@@ -12,12 +12,11 @@ use clap::Args;
 #[cfg(feature = "testbed")]
 use {
     engine::schemes::Registry,
-    pantheon_orchestrator::agent::auth::{Credentials, TokenCheck},
+    pantheon_orchestrator::agent::auth::Credentials,
     pantheon_orchestrator::testbed::archive::{Archive, SqliteArchive},
     pantheon_orchestrator::testbed::config::TestbedConfig,
     pantheon_orchestrator::testbed::daemon::{log, Daemon},
-    pantheon_orchestrator::testbed::service::{proto, OrchestratorService},
-    pantheon_orchestrator::testbed::web::{router, WebState},
+    pantheon_orchestrator::testbed::server::{self, ServeOptions},
 };
 
 /// `pantheon serve`'s flags.
@@ -80,64 +79,14 @@ pub(crate) fn exec(a: ServeArgs) -> anyhow::Result<ExitCode> {
         })
         .context("install the SIGINT/SIGTERM handler")?;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("start the tokio runtime")?;
-    let (grpc, web) = rt.block_on(async {
-        let g = tokio::net::TcpListener::bind(a.listen)
-            .await
-            .with_context(|| format!("listen on {}", a.listen))?;
-        let w = tokio::net::TcpListener::bind(a.web)
-            .await
-            .with_context(|| format!("listen on {}", a.web))?;
-        anyhow::Ok((g, w))
-    })?;
-    log(&format!(
-        "pantheon serve (version {}): {} nodes, archive {}, results in {}; gRPC on {}, web on \
-         http://{}/",
-        env!("CARGO_PKG_VERSION"),
-        daemon.config().nodes.len(),
-        a.archive.display(),
-        a.results_dir.display(),
-        grpc.local_addr()?,
-        web.local_addr()?
-    ));
-    let tls =
-        tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(
-            &credentials.cert_pem,
-            credentials.key_pem.as_deref().expect("loaded with the key"),
-        ));
-    let server = tonic::transport::Server::builder()
-        .tls_config(tls)
-        .context("TLS configuration")?
-        .add_service(
-            proto::orchestrator_server::OrchestratorServer::with_interceptor(
-                OrchestratorService::new(Arc::clone(&daemon)),
-                TokenCheck::new(&credentials),
-            ),
-        );
-    rt.spawn(async move {
-        if let Err(e) = server
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(grpc))
-            .await
-        {
-            log(&format!("gRPC service: {e}"));
-        }
-    });
-    let pages = router(WebState {
-        archive,
-        scratch: a.results_dir.join(".history"),
-    });
-    rt.spawn(async move {
-        if let Err(e) = axum::serve(web, pages).await {
-            log(&format!("web pages: {e}"));
-        }
-    });
-    daemon.run(tick);
-    rt.shutdown_timeout(Duration::from_secs(1));
-    log("stopped");
+    let opts = ServeOptions {
+        listen: a.listen,
+        web: a.web,
+        tick,
+        results_dir: a.results_dir,
+        archive_file: a.archive,
+    };
+    server::serve(daemon, archive, &credentials, &opts)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -17,6 +17,7 @@
 pub mod auth;
 pub mod bootstrap;
 pub mod client;
+pub mod server;
 pub mod service;
 
 /// The generated protocol (`pantheon.agent.v1`).

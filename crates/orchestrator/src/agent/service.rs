@@ -62,6 +62,11 @@ fn internal(e: impl std::fmt::Display) -> Status {
 }
 
 impl AgentService {
+    /// The node's name (`--name`).
+    pub fn node(&self) -> &str {
+        &self.inner.node
+    }
+
     /// An agent named `node` (it prefixes the agent's namespaces: check it with
     /// [`super::check_name`]), keeping each run's files in `<data_dir>/<run>/`, running the
     /// schemes of `registry`.

@@ -17,11 +17,13 @@
 //! - [`daemon`]: the scheduling loop and the execution of one experiment through the agents.
 //! - [`service`]: the gRPC service the CLI talks to (`pantheon submit`, `status`, `results`)
 //!   and its client.
+//! - [`server`]: `pantheon serve`'s servers (gRPC, web) around the daemon's loop.
 //! - [`web`]: the archive's pages (list with filters, experiment, report, history over time).
 
 pub mod archive;
 pub mod config;
 pub mod daemon;
 pub mod schedule;
+pub mod server;
 pub mod service;
 pub mod web;
