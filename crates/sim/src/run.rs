@@ -523,9 +523,73 @@ pub fn simulate(
     sink: &mut dyn Sink,
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<SimOutcome, SimError> {
-    let base = Instant::now();
-    let at = |ns: u64| base + Duration::from_nanos(ns);
-    let since = |i: Instant| i.saturating_duration_since(base).as_nanos() as u64;
+    let [(up, up_links), (down, down_links)] =
+        DIRECTIONS.map(|d| config.path.pipeline(d, config.seed));
+    let mut run = Loop {
+        config,
+        base: Instant::now(),
+        flows: flows(config)?,
+        path: Path {
+            pipes: [up, down],
+            links: [
+                up_links.iter().map(|(i, _)| *i).collect(),
+                down_links.iter().map(|(i, _)| *i).collect(),
+            ],
+            events: Vec::new(),
+        },
+        sink,
+        out: SimOutcome::default(),
+    };
+    let hard_end = config.end_ns.saturating_add(config.drain_ns);
+    let mut now = 0u64;
+    let mut next_progress = 0u64;
+    let mut spins = 0u32;
+    loop {
+        run.out.steps += 1;
+        if now >= next_progress {
+            if !progress(now) {
+                return Err(SimError::Interrupted(now as f64 / 1e9));
+            }
+            next_progress = now + PROGRESS_EVERY_NS;
+        }
+        let sending = now < config.end_ns;
+        // 1. Flows start and stop; 2. packets out of the path, through the hosts, to their
+        // QUIC endpoints; 3.–5. timers, applications, transmissions.
+        run.start_and_stop(now, sending)?;
+        for (d, direction) in DIRECTIONS.into_iter().enumerate() {
+            run.out_of_the_path(d, direction, now)?;
+        }
+        run.through_the_hosts(now)?;
+        run.transmissions(now)?;
+        // The next instant.
+        let held = run.path.pipes.iter().map(Pipeline::held).sum::<usize>();
+        if !sending && (held == 0 || now >= hard_end) {
+            run.out.drained = held == 0;
+            break;
+        }
+        let next = run.next_instant(sending, hard_end);
+        if next <= now {
+            // Work left at this instant (a packet pushed into a stage that passes it on at
+            // once); a loop that makes no progress would spin here.
+            spins += 1;
+            if spins > 100_000 {
+                now += 1_000;
+                spins = 0;
+            }
+        } else {
+            spins = 0;
+            now = next;
+        }
+    }
+    let mut out = run.out;
+    out.end_ns = now;
+    out.dropped = (run.path.pipes[0].dropped(), run.path.pipes[1].dropped());
+    Ok(out)
+}
+
+/// The flows of `config`, not started yet: flow `i` (from 1) between the client
+/// `10.0.0.1:40000+i` and the server, its QUIC's random choices drawn from its number.
+fn flows(config: &SimConfig) -> Result<Vec<Flow>, SimError> {
     let mut flows = Vec::new();
     for (i, spec) in config.flows.iter().enumerate() {
         let id = u16::try_from(i + 1).map_err(|_| SimError::Flow {
@@ -559,132 +623,162 @@ pub fn simulate(
             streams: Vec::new(),
         });
     }
-    let [(up, up_links), (down, down_links)] =
-        DIRECTIONS.map(|d| config.path.pipeline(d, config.seed));
-    let mut path = Path {
-        pipes: [up, down],
-        links: [
-            up_links.iter().map(|(i, _)| *i).collect(),
-            down_links.iter().map(|(i, _)| *i).collect(),
-        ],
-        events: Vec::new(),
-    };
-    let mut out = SimOutcome::default();
-    let hard_end = config.end_ns.saturating_add(config.drain_ns);
-    let mut now = 0u64;
-    let mut next_progress = 0u64;
-    let mut spins = 0u32;
-    loop {
-        out.steps += 1;
-        if now >= next_progress {
-            if !progress(now) {
-                return Err(SimError::Interrupted(now as f64 / 1e9));
-            }
-            next_progress = now + PROGRESS_EVERY_NS;
-        }
-        let sending = now < config.end_ns;
-        for f in &mut flows {
+    Ok(flows)
+}
+
+/// The event loop's state: the flows, the path, where logs go, what is counted. Each step of
+/// an instant is a method.
+struct Loop<'a> {
+    config: &'a SimConfig<'a>,
+    /// The instant of simulated time 0, for quinn-proto's `Instant`s.
+    base: Instant,
+    flows: Vec<Flow>,
+    path: Path,
+    sink: &'a mut dyn Sink,
+    out: SimOutcome,
+}
+
+impl Loop<'_> {
+    /// Simulated time `ns` as quinn-proto's instant.
+    fn at(&self, ns: u64) -> Instant {
+        self.base + Duration::from_nanos(ns)
+    }
+
+    /// Flows whose start has come start; flows whose stop has come (or all, once the run's
+    /// sending ends) stop.
+    fn start_and_stop(&mut self, now: u64, sending: bool) -> Result<(), SimError> {
+        let at = self.at(now);
+        for f in &mut self.flows {
             if !f.started && sending && now >= f.spec.start_ns {
-                f.start(at(now))?;
+                f.start(at)?;
             }
             if f.started && !f.stopped && (!sending || f.spec.stop_ns.is_some_and(|s| now >= s)) {
                 f.stop();
             }
         }
-        // 2. Packets out of the path, to the far tunnel endpoint and its QUIC endpoint.
-        for (d, direction) in DIRECTIONS.into_iter().enumerate() {
-            path.pipes[d].advance(now);
-            while let Some((t, pkt)) = path.pipes[d].pop() {
-                let Some((id, uid, ecn, _)) = frame::decode(&pkt) else {
-                    continue;
-                };
-                let size = pkt.len() as u32;
-                let Some(f) = flows.get_mut(usize::from(id).wrapping_sub(1)) else {
-                    continue;
-                };
-                let (log_dir, to_client) = log_direction(direction);
-                sink.packet(
-                    log_dir,
-                    &Record {
-                        t_ns: t,
-                        uid,
-                        size,
-                        flow: id,
-                        kind: Kind::Ingress,
-                    },
-                )?;
-                if d == 0 {
-                    out.delivered.0 += 1;
-                } else {
-                    out.delivered.1 += 1;
-                }
-                if f.stopped || !f.started {
-                    continue;
-                }
-                let ecn = EcnCodepoint::from_bits(ecn);
-                // The QUIC datagram, without copying: the packet's buffer past the headers.
-                let mut quic = BytesMut::from(bytes::Bytes::from(pkt));
-                quic.advance(frame::HEADERS);
-                f.side(to_client).hold(config.host, now, ecn, quic);
+        Ok(())
+    }
+
+    /// Packets out of the path in direction `d` (`direction`) by `now`: logged by the far
+    /// tunnel endpoint (ingress), counted, and held by its host for their QUIC endpoint; the
+    /// logged links' events to the sink.
+    fn out_of_the_path(
+        &mut self,
+        d: usize,
+        direction: LinkDirection,
+        now: u64,
+    ) -> Result<(), SimError> {
+        self.path.pipes[d].advance(now);
+        while let Some((t, pkt)) = self.path.pipes[d].pop() {
+            let Some((id, uid, ecn, _)) = frame::decode(&pkt) else {
+                continue;
+            };
+            let size = pkt.len() as u32;
+            let Some(f) = self.flows.get_mut(usize::from(id).wrapping_sub(1)) else {
+                continue;
+            };
+            let (log_dir, to_client) = log_direction(direction);
+            self.sink.packet(
+                log_dir,
+                &Record {
+                    t_ns: t,
+                    uid,
+                    size,
+                    flow: id,
+                    kind: Kind::Ingress,
+                },
+            )?;
+            if d == 0 {
+                self.out.delivered.0 += 1;
+            } else {
+                self.out.delivered.1 += 1;
             }
-            log_links(&mut path, d, direction, sink)?;
+            if f.stopped || !f.started {
+                continue;
+            }
+            let ecn = EcnCodepoint::from_bits(ecn);
+            // The QUIC datagram, without copying: the packet's buffer past the headers.
+            let mut quic = BytesMut::from(bytes::Bytes::from(pkt));
+            quic.advance(frame::HEADERS);
+            f.side(to_client).hold(self.config.host, now, ecn, quic);
         }
-        // Packets through the hosts, to their QUIC endpoints.
-        for f in flows.iter_mut().filter(|f| f.started && !f.stopped) {
+        log_links(&mut self.path, d, direction, self.sink)?;
+        Ok(())
+    }
+
+    /// Packets the hosts have held long enough, to their QUIC endpoints (an endpoint's own
+    /// answer — stateless reset, version negotiation — into the path).
+    fn through_the_hosts(&mut self, now: u64) -> Result<(), SimError> {
+        let at = self.at(now);
+        for f in self.flows.iter_mut().filter(|f| f.started && !f.stopped) {
             for to_client in [false, true] {
                 while let Some((_, ecn, quic)) =
                     f.side(to_client).inbox.pop_front_if(|p| p.0 <= now)
                 {
-                    if let Some(answer) = f.side(to_client).receive(at(now), ecn, quic) {
-                        // An endpoint's own answer (stateless reset, version negotiation).
-                        send(&mut path, f, !to_client, now, &answer, 0, sink, &mut out)?;
+                    if let Some(answer) = f.side(to_client).receive(at, ecn, quic) {
+                        let mut w = Wire {
+                            path: &mut self.path,
+                            sink: &mut *self.sink,
+                            out: &mut self.out,
+                        };
+                        w.send(f, !to_client, now, &answer, 0)?;
                     }
                 }
             }
         }
-        // 3.–5. Timers, applications, transmissions.
-        for f in flows.iter_mut().filter(|f| f.started && !f.stopped) {
-            f.client.timers(at(now));
-            f.server.timers(at(now));
+        Ok(())
+    }
+
+    /// Each running flow's timers and applications, then every datagram its endpoints have to
+    /// send, into the path.
+    fn transmissions(&mut self, now: u64) -> Result<(), SimError> {
+        let at = self.at(now);
+        let max_udp_payload = usize::from(self.config.max_udp_payload);
+        for f in self.flows.iter_mut().filter(|f| f.started && !f.stopped) {
+            f.client.timers(at);
+            f.server.timers(at);
             f.applications()?;
             for client in [true, false] {
-                let mut buf = Vec::with_capacity(usize::from(config.max_udp_payload));
+                let mut buf = Vec::with_capacity(max_udp_payload);
                 loop {
                     buf.clear();
                     let Some((_, conn)) = &mut f.side(client).conn else {
                         break;
                     };
-                    let Some(t) = conn.poll_transmit(at(now), 1, &mut buf) else {
+                    let Some(t) = conn.poll_transmit(at, 1, &mut buf) else {
                         break;
                     };
                     let ecn = ecn_bits(t.ecn);
-                    send(
-                        &mut path,
-                        f,
-                        client,
-                        now,
-                        &buf[..t.size],
-                        ecn,
-                        sink,
-                        &mut out,
-                    )?;
+                    let mut w = Wire {
+                        path: &mut self.path,
+                        sink: &mut *self.sink,
+                        out: &mut self.out,
+                    };
+                    w.send(f, client, now, &buf[..t.size], ecn)?;
                 }
                 f.side(client).endpoint_events();
             }
         }
-        // The next instant.
-        let held = path.pipes.iter().map(Pipeline::held).sum::<usize>();
-        if !sending && (held == 0 || now >= hard_end) {
-            out.drained = held == 0;
-            break;
-        }
-        let mut next = path.pipes.iter().filter_map(Pipeline::next_wakeup).min();
+        Ok(())
+    }
+
+    /// The next instant anything happens: a stage's wake-up, a flow's start or stop, an
+    /// endpoint's timer or a host's held packet, the end of sending (or `hard_end` after it).
+    fn next_instant(&mut self, sending: bool, hard_end: u64) -> u64 {
+        let base = self.base;
+        let since = |i: Instant| i.saturating_duration_since(base).as_nanos() as u64;
+        let mut next = self
+            .path
+            .pipes
+            .iter()
+            .filter_map(Pipeline::next_wakeup)
+            .min();
         let mut consider = |t: Option<u64>| {
             if let Some(t) = t {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
-        for f in flows.iter_mut() {
+        for f in self.flows.iter_mut() {
             if !f.started {
                 consider(Some(f.spec.start_ns));
             } else if !f.stopped {
@@ -695,24 +789,13 @@ pub fn simulate(
                 consider(f.server.next_due());
             }
         }
-        consider(Some(if sending { config.end_ns } else { hard_end }));
-        let next = next.unwrap_or(hard_end);
-        if next <= now {
-            // Work left at this instant (a packet pushed into a stage that passes it on at
-            // once); a loop that makes no progress would spin here.
-            spins += 1;
-            if spins > 100_000 {
-                now += 1_000;
-                spins = 0;
-            }
+        consider(Some(if sending {
+            self.config.end_ns
         } else {
-            spins = 0;
-            now = next;
-        }
+            hard_end
+        }));
+        next.unwrap_or(hard_end)
     }
-    out.end_ns = now;
-    out.dropped = (path.pipes[0].dropped(), path.pipes[1].dropped());
-    Ok(out)
 }
 
 /// The tunnel log direction of packets travelling `direction`, and whether the client (the
@@ -724,46 +807,53 @@ fn log_direction(direction: LinkDirection) -> (Direction, bool) {
     }
 }
 
-/// A datagram sent by flow `f`'s client (`client`) or server at `now`: given the tunnel
-/// endpoint's next UID, logged (egress) and pushed into the path.
-#[allow(clippy::too_many_arguments)]
-fn send(
-    path: &mut Path,
-    f: &mut Flow,
-    client: bool,
-    now: u64,
-    quic: &[u8],
-    ecn: u8,
-    sink: &mut dyn Sink,
-    out: &mut SimOutcome,
-) -> Result<(), SimError> {
-    let id = f.id;
-    let side = f.side(client);
-    let uid = side.next_uid;
-    side.next_uid += 1;
-    let pkt = frame::encode(id, uid, client, ecn, quic);
-    let (direction, d) = if client {
-        (Direction::Datalink, 0)
-    } else {
-        (Direction::Acklink, 1)
-    };
-    sink.packet(
-        direction,
-        &Record {
-            t_ns: now,
-            uid,
-            size: pkt.len() as u32,
-            flow: id,
-            kind: Kind::Egress,
-        },
-    )?;
-    if client {
-        out.sent.0 += 1;
-    } else {
-        out.sent.1 += 1;
+/// Where a datagram goes: the path, the packet logs, the counts.
+struct Wire<'w> {
+    path: &'w mut Path,
+    sink: &'w mut dyn Sink,
+    out: &'w mut SimOutcome,
+}
+
+impl Wire<'_> {
+    /// A datagram `quic` sent by flow `f`'s client (`client`) or server at `now` with ECN bits
+    /// `ecn`: given the tunnel endpoint's next UID, logged (egress), counted and pushed into
+    /// the path.
+    fn send(
+        &mut self,
+        f: &mut Flow,
+        client: bool,
+        now: u64,
+        quic: &[u8],
+        ecn: u8,
+    ) -> Result<(), SimError> {
+        let id = f.id;
+        let side = f.side(client);
+        let uid = side.next_uid;
+        side.next_uid += 1;
+        let pkt = frame::encode(id, uid, client, ecn, quic);
+        let (direction, d) = if client {
+            (Direction::Datalink, 0)
+        } else {
+            (Direction::Acklink, 1)
+        };
+        self.sink.packet(
+            direction,
+            &Record {
+                t_ns: now,
+                uid,
+                size: pkt.len() as u32,
+                flow: id,
+                kind: Kind::Egress,
+            },
+        )?;
+        if client {
+            self.out.sent.0 += 1;
+        } else {
+            self.out.sent.1 += 1;
+        }
+        self.path.pipes[d].push(now, pkt);
+        Ok(())
     }
-    path.pipes[d].push(now, pkt);
-    Ok(())
 }
 
 /// The logged links' new events of direction `d`, to the sink.
