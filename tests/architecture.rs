@@ -623,8 +623,6 @@ const LONG_FUNCTIONS_THAT_STAY: &[(&str, &str)] = &[
     // A table of data (the named emulators), not logic.
     ("crates/emucal/src/presets.rs", "presets"),
     // To split next (issue 48, item 4): each is a sequence of steps that reads top to bottom.
-    ("crates/cli/src/commands/train.rs", "exec"),
-    ("crates/orchestrator/src/testbed/web.rs", "experiment"),
     ("crates/tunnel/src/bin/pantheon-tunnel.rs", "endpoint_main"),
     ("crates/tunnel/src/io.rs", "start"),
     ("crates/emucal/src/runtime.rs", "start_with"),

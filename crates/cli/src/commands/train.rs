@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use {
     indicatif::{ProgressBar, ProgressStyle},
     indigo::dagger::{DaggerConfig, Progress, Trainer},
-    indigo::rollout::Conditions,
+    indigo::rollout::{Conditions, TrainingEmulator},
     indigo::train::TrainConfig,
 };
 
@@ -170,10 +170,18 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
     if !trainer.reports().is_empty() {
         eprintln!("resuming after iteration {}", trainer.reports().len());
     }
+    iterate(&mut trainer, &set)?;
+    select(&mut trainer, &set, &a)
+}
+
+/// DAgger's iterations (rollouts, labels, training) until done, with a progress bar and a
+/// line per iteration.
+#[cfg(feature = "indigo")]
+fn iterate(trainer: &mut Trainer, set: &[TrainingEmulator]) -> anyhow::Result<()> {
     let bar = progress_bar(set.len());
     let mut iteration = trainer.reports().len() + 1;
     bar.set_message(format!("iteration {iteration}: rollouts"));
-    trainer.run(&set, &mut |p| match p {
+    trainer.run(set, &mut |p| match p {
         Progress::Rollout(done, of) => {
             bar.set_length(of as u64);
             bar.set_position(done as u64);
@@ -214,10 +222,21 @@ pub(crate) fn exec(what: TrainWhat) -> anyhow::Result<ExitCode> {
         trainer.reports().len(),
         last.map_or(0.0, |r| 100.0 * r.accuracy_after),
     );
-    // DAgger's last step: the best iteration's policy, each alone over every training emulator.
+    Ok(())
+}
+
+/// DAgger's last step: every iteration's policy alone over every training emulator, the best
+/// kept as the model; the scores and the kept policy's figures printed and written to
+/// `evaluation.json`.
+#[cfg(feature = "indigo")]
+fn select(
+    trainer: &mut Trainer,
+    set: &[TrainingEmulator],
+    a: &IndigoArgs,
+) -> anyhow::Result<ExitCode> {
     let bar = progress_bar(1);
     bar.set_message("validating every iteration's policy alone");
-    let (selection, evaluations) = trainer.select(&set, &mut |k, n| {
+    let (selection, evaluations) = trainer.select(set, &mut |k, n| {
         bar.set_length(n as u64);
         bar.set_position(k as u64);
     })?;

@@ -24,7 +24,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::archive::{Archive, Experiment, Filter, HistoryPoint, Status};
+use super::archive::{Archive, Experiment, Filter, HistoryPoint, Run, SchemeStats, Status};
 
 /// What the pages read: the archive and where history plots are drawn.
 #[derive(Clone)]
@@ -193,8 +193,33 @@ async fn experiment(State(s): State<WebState>, UrlPath(id): UrlPath<i64>) -> Res
         (Ok(a), Ok(b)) => (a, b),
         (Err(x), _) | (_, Err(x)) => return internal(x),
     };
+    let files: Vec<String> = e
+        .result_dir
+        .as_deref()
+        .map(|d| crate::agent::files_in(Path::new(d)))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().map(str::to_owned))
+        .collect();
+    let mut b = about(&e);
+    b.push_str(&summary_table(&e, &stats));
+    b.push_str(&plot_and_report(id, &files));
+    b.push_str(&runs_table(&runs));
+    b.push_str(&files_list(id, &files));
+    let title = format!(
+        "P{id}: {} → {}, {} flow(s){}",
+        e.sender,
+        e.receiver,
+        e.flows,
+        if e.status == Status::Done { "" } else { " …" }
+    );
+    page(&title, &b).into_response()
+}
+
+/// The experiment page's first table: path, matrix entry, schemes, status, times, results.
+fn about(e: &Experiment) -> String {
     let opt = |x: &Option<String>| esc(x.as_deref().unwrap_or("—"));
-    let mut b = format!(
+    format!(
         "<table id=\"about\"><tr><th>Path</th><td>{} → {} ({})</td></tr>\
          <tr><th>Matrix entry</th><td>{} flow(s), {} s apart; {} run(s) of {} s per scheme</td></tr>\
          <tr><th>Schemes</th><td>{}</td></tr><tr><th>Status</th><td class=\"{st}\">{st}{}</td></tr>\
@@ -219,14 +244,19 @@ async fn experiment(State(s): State<WebState>, UrlPath(id): UrlPath<i64>) -> Res
         e.attempts,
         opt(&e.result_dir),
         st = e.status.as_str(),
-    );
+    )
+}
+
+/// The experiment page's per-scheme means, each with a link to its history; empty without.
+fn summary_table(e: &Experiment, stats: &[SchemeStats]) -> String {
+    let mut b = String::new();
     if !stats.is_empty() {
         b.push_str(
             "<h2>Summary</h2><table id=\"summary\"><tr><th>Scheme</th><th>Runs</th>\
              <th>Mean throughput (Mbit/s)</th><th>Mean 95th-percentile one-way delay (ms)</th>\
              <th>Mean loss rate (%)</th><th>History</th></tr>",
         );
-        for st in &stats {
+        for st in stats {
             let _ = write!(
                 b,
                 "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{:.2}</td>\
@@ -244,14 +274,12 @@ async fn experiment(State(s): State<WebState>, UrlPath(id): UrlPath<i64>) -> Res
         }
         b.push_str("</table>");
     }
-    let files: Vec<String> = e
-        .result_dir
-        .as_deref()
-        .map(|d| crate::agent::files_in(Path::new(d)))
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|p| p.file_name()?.to_str().map(str::to_owned))
-        .collect();
+    b
+}
+
+/// The experiment page's summary plot and report links, of the results `files` it has.
+fn plot_and_report(id: i64, files: &[String]) -> String {
+    let mut b = String::new();
     let has = |n: &str| files.iter().any(|f| f == n);
     if has("pantheon_summary.svg") {
         let _ = write!(
@@ -275,13 +303,19 @@ async fn experiment(State(s): State<WebState>, UrlPath(id): UrlPath<i64>) -> Res
         }
         b.push_str("</p>");
     }
+    b
+}
+
+/// The experiment page's table of runs; empty without.
+fn runs_table(runs: &[Run]) -> String {
+    let mut b = String::new();
     if !runs.is_empty() {
         b.push_str(
             "<h2>Runs</h2><table id=\"runs\"><tr><th>Scheme</th><th>Run</th><th>Status</th>\
              <th>Throughput (Mbit/s)</th><th>p95 delay (ms)</th><th>Loss (%)</th></tr>",
         );
         let num = |x: Option<f64>, k: f64| x.map_or("—".to_owned(), |v| format!("{:.2}", v * k));
-        for r in &runs {
+        for r in runs {
             let _ = write!(
                 b,
                 "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"{st}\">{st}{}</td>\
@@ -300,9 +334,15 @@ async fn experiment(State(s): State<WebState>, UrlPath(id): UrlPath<i64>) -> Res
         }
         b.push_str("</table>");
     }
+    b
+}
+
+/// The experiment page's list of results files, each a link.
+fn files_list(id: i64, files: &[String]) -> String {
+    let mut b = String::new();
     if !files.is_empty() {
         b.push_str("<h2>Files</h2><ul id=\"files\">");
-        for f in &files {
+        for f in files {
             let _ = write!(
                 b,
                 "<li><a href=\"/experiments/{id}/files/{}\">{}</a></li>",
@@ -312,14 +352,7 @@ async fn experiment(State(s): State<WebState>, UrlPath(id): UrlPath<i64>) -> Res
         }
         b.push_str("</ul>");
     }
-    let title = format!(
-        "P{id}: {} → {}, {} flow(s){}",
-        e.sender,
-        e.receiver,
-        e.flows,
-        if e.status == Status::Done { "" } else { " …" }
-    );
-    page(&title, &b).into_response()
+    b
 }
 
 /// The content type of a results file, by extension.
