@@ -137,66 +137,81 @@ impl Preset {
     }
 }
 
+/// Pantheon's calibrated emulators of real paths (the paper's Table 2, `emucal`'s five
+/// parameters): name, path, rate Mbit/s, one-way delay ms, uplink loss, uplink DropTail
+/// packets, Poisson deliveries.
+const CALIBRATED: &[(&str, &str, f64, u32, f64, u32, bool)] = &[
+    (
+        "nepal-aws-india",
+        "Nepal → AWS India (wired)",
+        0.57,
+        28,
+        0.0477,
+        14,
+        true,
+    ),
+    (
+        "mexico-cellular-aws-california",
+        "Mexico cellular → AWS California",
+        2.64,
+        88,
+        0.0,
+        130,
+        true,
+    ),
+    (
+        "aws-brazil-colombia-cellular",
+        "AWS Brazil → Colombia cellular",
+        3.04,
+        130,
+        0.0,
+        426,
+        true,
+    ),
+    (
+        "india-aws-india",
+        "India → AWS India (wired)",
+        100.42,
+        27,
+        0.0,
+        173,
+        false,
+    ),
+    (
+        "aws-korea-china",
+        "AWS Korea → China (wired)",
+        77.72,
+        51,
+        0.0006,
+        94,
+        false,
+    ),
+    (
+        "aws-california-mexico",
+        "AWS California → Mexico (wired)",
+        114.68,
+        45,
+        0.0,
+        450,
+        false,
+    ),
+];
+
 /// Every preset, calibrated ones first.
 pub fn presets() -> Vec<Preset> {
+    let mut all = calibrated();
+    // mm-link's defaults; Preset::new sets the traces.
+    let no_options = LinkShell::new(PathBuf::new(), PathBuf::new());
+    all.extend(policers(&no_options));
+    all.extend(ack_aggregation(&no_options));
+    all.extend(buffers(&no_options));
+    all
+}
+
+/// The presets of [`CALIBRATED`].
+fn calibrated() -> Vec<Preset> {
     let mut all = Vec::new();
-    // (name, path, rate Mbit/s, one-way delay ms, uplink loss, uplink DropTail packets, Poisson)
-    for (name, path, rate_mbps, delay_ms, loss, queue_packets, is_poisson) in [
-        (
-            "nepal-aws-india",
-            "Nepal → AWS India (wired)",
-            0.57,
-            28,
-            0.0477,
-            14,
-            true,
-        ),
-        (
-            "mexico-cellular-aws-california",
-            "Mexico cellular → AWS California",
-            2.64,
-            88,
-            0.0,
-            130,
-            true,
-        ),
-        (
-            "aws-brazil-colombia-cellular",
-            "AWS Brazil → Colombia cellular",
-            3.04,
-            130,
-            0.0,
-            426,
-            true,
-        ),
-        (
-            "india-aws-india",
-            "India → AWS India (wired)",
-            100.42,
-            27,
-            0.0,
-            173,
-            false,
-        ),
-        (
-            "aws-korea-china",
-            "AWS Korea → China (wired)",
-            77.72,
-            51,
-            0.0006,
-            94,
-            false,
-        ),
-        (
-            "aws-california-mexico",
-            "AWS California → Mexico (wired)",
-            114.68,
-            45,
-            0.0,
-            450,
-            false,
-        ),
-    ] {
+    for &(name, path, rate_mbps, delay_ms, loss, queue_packets, is_poisson) in CALIBRATED {
         let candidate = Candidate {
             rate_mbps,
             delay_ms,
@@ -220,8 +235,13 @@ pub fn presets() -> Vec<Preset> {
         );
         all.push(candidate.to_preset(name, &description));
     }
-    // mm-link's defaults; Preset::new sets the traces.
-    let no_options = LinkShell::new(PathBuf::new(), PathBuf::new());
+    all
+}
+
+/// Pantheon's policer emulators (1-packet queues) and token-bucket policers, at 12, 60 and
+/// 108 Mbit/s and RTTs of 20 and 100 ms; `no_options`: mm-link's defaults.
+fn policers(no_options: &LinkShell) -> Vec<Preset> {
+    let mut all = Vec::new();
     for rtt in [20u64, 100] {
         for rate in [12u64, 60, 108] {
             let delay = Shell::Delay { ms: rtt / 2 };
@@ -262,6 +282,12 @@ pub fn presets() -> Vec<Preset> {
             ));
         }
     }
+    all
+}
+
+/// ACK aggregation every 5 and 20 ms on a 50 Mbit/s, 40 ms path.
+fn ack_aggregation(no_options: &LinkShell) -> Vec<Preset> {
+    let mut all = Vec::new();
     for every_ms in [5u64, 20] {
         all.push(Preset::new(
             format!("ack-aggregation-{every_ms}ms"),
@@ -280,6 +306,12 @@ pub fn presets() -> Vec<Preset> {
             no_options.clone(),
         ));
     }
+    all
+}
+
+/// Uplink DropTail buffers of 0.1, 0.25, 0.5 and 1 BDP on a 50 Mbit/s, 40 ms path.
+fn buffers(no_options: &LinkShell) -> Vec<Preset> {
+    let mut all = Vec::new();
     // BDP of 50 Mbit/s × 40 ms in 1504-byte packets.
     let bdp_packets = 50e6 * 0.040 / 8.0 / OPPORTUNITY_BYTES as f64;
     for fraction in [0.1, 0.25, 0.5, 1.0] {

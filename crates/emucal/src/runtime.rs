@@ -20,7 +20,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use netns::NetNs;
 
 use crate::linklog::LinkLogWriter;
-use crate::mm::{EmulatedPath, LinkDirection};
+use crate::mm::{EmulatedPath, LinkDirection, LinkShell};
 use crate::stage::{AnyStage, LinkEvent, Pipeline};
 use crate::Packet;
 
@@ -148,6 +148,114 @@ pub struct RunningEmulator {
     errors: Arc<Mutex<Vec<String>>>,
 }
 
+/// `what` failed: the error of an I/O call.
+fn io_error(what: &str) -> impl FnOnce(std::io::Error) -> RuntimeError {
+    let what = what.to_owned();
+    move |source| RuntimeError::Io { what, source }
+}
+
+/// The emulator's two TUN devices: `devices.outer_dev` in `outer` (this namespace if `None`)
+/// and `devices.inner_dev` in `inner`, each peered with the other's address, up, non-blocking;
+/// `inner`'s default route through its device.
+fn tun_devices(
+    outer: Option<&NetNs>,
+    inner: &NetNs,
+    devices: &Devices,
+) -> Result<(Arc<tun_rs::SyncDevice>, Arc<tun_rs::SyncDevice>), RuntimeError> {
+    let make = |ns: Option<&NetNs>, name: &str, addr: Ipv4Addr, peer: Ipv4Addr| {
+        let build = || {
+            tun_rs::DeviceBuilder::new()
+                .name(name)
+                .mtu(1500)
+                .ipv4(addr, 32u8, Some(peer))
+                .build_sync()
+        };
+        let where_ = ns.map_or("this namespace", NetNs::name);
+        let dev = match ns {
+            Some(ns) => ns.run_in(build)?,
+            None => build(),
+        }
+        .map_err(io_error(&format!("create TUN {name} in {where_}")))?;
+        let up = ["link", "set", "dev", name, "up", "txqueuelen", "10000"];
+        match ns {
+            Some(ns) => ns.ip(&up)?,
+            None => netns::run_command("ip", &up)?,
+        }
+        Ok::<_, RuntimeError>(dev)
+    };
+    let outer_dev = Arc::new(make(
+        outer,
+        &devices.outer_dev,
+        devices.outer_addr,
+        devices.inner_addr,
+    )?);
+    let inner_dev = Arc::new(make(
+        Some(inner),
+        &devices.inner_dev,
+        devices.inner_addr,
+        devices.outer_addr,
+    )?);
+    inner.ip(&[
+        "route",
+        "replace",
+        "default",
+        "via",
+        &devices.outer_addr.to_string(),
+        "dev",
+        &devices.inner_dev,
+    ])?;
+    for dev in [&outer_dev, &inner_dev] {
+        dev.set_nonblocking(true)
+            .map_err(io_error("set TUN non-blocking"))?;
+    }
+    Ok((outer_dev, inner_dev))
+}
+
+/// The log writers of a direction's logged `links` (stage index, shell), their headers dated
+/// `init_epoch_ns` (ns since the Unix epoch).
+fn link_logs(
+    links: &[(usize, &LinkShell)],
+    direction: LinkDirection,
+    init_epoch_ns: u64,
+) -> Result<Vec<(usize, Option<LinkLogWriter>)>, RuntimeError> {
+    let mut logs = Vec::new();
+    for &(stage, link) in links {
+        let file = link
+            .direction(direction)
+            .log
+            .expect("logged links have a log file");
+        let w = LinkLogWriter::create(file, link, direction, init_epoch_ns)
+            .map_err(io_error("create mm-link log"))?;
+        logs.push((stage, Some(w)));
+    }
+    Ok(logs)
+}
+
+/// One thread per ferry (named); if one cannot start, `stop` is set (the others end) and the
+/// error returned.
+fn spawn_ferries(
+    ferries: Vec<(String, Ferry)>,
+    stop: &AtomicBool,
+) -> Result<Vec<JoinHandle<()>>, RuntimeError> {
+    let mut threads = Vec::new();
+    for (name, ferry) in ferries {
+        let spawned = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || ferry.run());
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                stop.store(true, Ordering::SeqCst);
+                return Err(RuntimeError::Io {
+                    what: "spawn ferry thread".into(),
+                    source: e,
+                });
+            }
+        }
+    }
+    Ok(threads)
+}
+
 impl RunningEmulator {
     /// Creates the two devices (outer `emu0` in `outer`, inner `ingress` in `inner` with a
     /// default route via the outer address) and starts both ferries. Random generators are
@@ -171,57 +279,7 @@ impl RunningEmulator {
         devices: &Devices,
         seed: u64,
     ) -> Result<RunningEmulator, RuntimeError> {
-        let io = |what: &str| {
-            let what = what.to_owned();
-            move |source| RuntimeError::Io { what, source }
-        };
-        let make = |ns: Option<&NetNs>, name: &str, addr: Ipv4Addr, peer: Ipv4Addr| {
-            let build = || {
-                tun_rs::DeviceBuilder::new()
-                    .name(name)
-                    .mtu(1500)
-                    .ipv4(addr, 32u8, Some(peer))
-                    .build_sync()
-            };
-            let where_ = ns.map_or("this namespace", NetNs::name);
-            let dev = match ns {
-                Some(ns) => ns.run_in(build)?,
-                None => build(),
-            }
-            .map_err(io(&format!("create TUN {name} in {where_}")))?;
-            let up = ["link", "set", "dev", name, "up", "txqueuelen", "10000"];
-            match ns {
-                Some(ns) => ns.ip(&up)?,
-                None => netns::run_command("ip", &up)?,
-            }
-            Ok::<_, RuntimeError>(dev)
-        };
-        let outer_dev = Arc::new(make(
-            outer,
-            &devices.outer_dev,
-            devices.outer_addr,
-            devices.inner_addr,
-        )?);
-        let inner_dev = Arc::new(make(
-            Some(inner),
-            &devices.inner_dev,
-            devices.inner_addr,
-            devices.outer_addr,
-        )?);
-        inner.ip(&[
-            "route",
-            "replace",
-            "default",
-            "via",
-            &devices.outer_addr.to_string(),
-            "dev",
-            &devices.inner_dev,
-        ])?;
-        for dev in [&outer_dev, &inner_dev] {
-            dev.set_nonblocking(true)
-                .map_err(io("set TUN non-blocking"))?;
-        }
-
+        let (outer_dev, inner_dev) = tun_devices(outer, inner, devices)?;
         let stop = Arc::new(AtomicBool::new(false));
         let epoch = Instant::now();
         let init_epoch_ns = SystemTime::now()
@@ -236,16 +294,7 @@ impl RunningEmulator {
             (LinkDirection::Downlink, &outer_dev, &inner_dev, &downlink),
         ] {
             let (pipeline, links) = path.pipeline(direction, seed);
-            let mut logs = Vec::new();
-            for (stage, link) in links {
-                let file = link
-                    .direction(direction)
-                    .log
-                    .expect("logged links have a log file");
-                let w = LinkLogWriter::create(file, link, direction, init_epoch_ns)
-                    .map_err(io("create mm-link log"))?;
-                logs.push((stage, Some(w)));
-            }
+            let logs = link_logs(&links, direction, init_epoch_ns)?;
             ferries.push((
                 format!("ferry-{direction:?}").to_lowercase(),
                 Ferry {
@@ -261,22 +310,7 @@ impl RunningEmulator {
                 },
             ));
         }
-        let mut threads = Vec::new();
-        for (name, ferry) in ferries {
-            let spawned = std::thread::Builder::new()
-                .name(name)
-                .spawn(move || ferry.run());
-            match spawned {
-                Ok(t) => threads.push(t),
-                Err(e) => {
-                    stop.store(true, Ordering::SeqCst);
-                    return Err(RuntimeError::Io {
-                        what: "spawn ferry thread".into(),
-                        source: e,
-                    });
-                }
-            }
-        }
+        let threads = spawn_ferries(ferries, &stop)?;
         Ok(RunningEmulator {
             stop,
             uplink,

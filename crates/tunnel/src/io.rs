@@ -201,81 +201,13 @@ pub fn start(
     socket_ns: Option<&NetNs>,
     tun_ns: &NetNs,
 ) -> Result<RunningEndpoint, Error> {
-    let bind = || -> std::io::Result<UdpSocket> {
-        let bind_addr = match cfg.role {
-            Role::Server => cfg.udp_addr,
-            Role::Client => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
-        };
-        let s = UdpSocket::bind(bind_addr)?;
-        if let Some(dev) = &cfg.bind_device {
-            bind_to_device(&s, dev)?;
-        }
-        // Blocking sends (bounded by a timeout) so that a full socket buffer delays packets
-        // instead of dropping them inside the tunnel; reads use MSG_DONTWAIT.
-        s.set_write_timeout(Some(Duration::from_millis(100)))?;
-        Ok(s)
-    };
-    let socket = match socket_ns {
-        Some(ns) => ns.run_in(bind)?,
-        None => bind(),
-    }
-    .map_err(io_err("bind the tunnel's UDP socket"))?;
+    let socket = bind_socket(&cfg, socket_ns)?;
     let local_udp = socket.local_addr().map_err(io_err("socket address"))?;
-    set_buffer(&socket, libc::SO_RCVBUF, 8 << 20);
-    set_buffer(&socket, libc::SO_SNDBUF, 8 << 20);
-    udp::enable_gro(socket.as_raw_fd());
-
     let mtu = wire::inner_mtu(cfg.path_mtu);
-    let tun = tun_ns
-        .run_in(|| {
-            tun_rs::DeviceBuilder::new()
-                .name(TUN_NAME)
-                .mtu(mtu)
-                .ipv4(cfg.local_private, 32u8, Some(cfg.peer_private))
-                .offload(true)
-                .build_sync()
-        })?
-        .map_err(io_err(format!("create TUN device in {}", tun_ns.name())))?;
-    tun_ns.ip(&["link", "set", "dev", TUN_NAME, "up", "txqueuelen", "10000"])?;
-    tun_ns.ip(&[
-        "route",
-        "replace",
-        "default",
-        "via",
-        &cfg.peer_private.to_string(),
-        "dev",
-        TUN_NAME,
-    ])?;
-    tun.set_nonblocking(true)
-        .map_err(io_err("set TUN non-blocking"))?;
-
-    let (ingress_dir, egress_dir) = if cfg.sender_side {
-        (Direction::Acklink, Direction::Datalink)
-    } else {
-        (Direction::Datalink, Direction::Acklink)
-    };
+    let tun = create_tun(&cfg, tun_ns, mtu)?;
     let base_realtime_ns = realtime_ns();
     let base = Instant::now();
-    let header = |kind, direction| Header {
-        role: cfg.role,
-        kind,
-        flow: cfg.flow,
-        direction,
-        base_realtime_ns,
-        clock_offset_ns: None,
-        clock_drift_ppb: 0,
-    };
-    let open = |path: &Option<PathBuf>, kind, direction| {
-        path.as_ref()
-            .map(|p| {
-                LogWriter::create(p, &header(kind, direction), &cfg.log_format)
-                    .and_then(|w| LogRing::spawn(w, format!("tunnel-log-{}", cfg.flow)))
-                    .map_err(io_err(format!("create {}", p.display())))
-            })
-            .transpose()
-    };
-    let ingress = open(&cfg.ingress_log, Kind::Ingress, ingress_dir)?;
-    let egress = open(&cfg.egress_log, Kind::Egress, egress_dir)?;
+    let (ingress, egress) = open_logs(&cfg, base_realtime_ns)?;
 
     let control = Arc::new(Control {
         stop: AtomicBool::new(false),
@@ -324,6 +256,97 @@ pub fn start(
         local_udp,
         thread: Some(thread),
     })
+}
+
+/// The tunnel's UDP socket, bound (in `socket_ns` if given) to the server's address or, for a
+/// client, any port; bound to `cfg.bind_device` if given; 8 MiB buffers, UDP GRO on.
+fn bind_socket(cfg: &EndpointConfig, socket_ns: Option<&NetNs>) -> Result<UdpSocket, Error> {
+    let bind = || -> std::io::Result<UdpSocket> {
+        let bind_addr = match cfg.role {
+            Role::Server => cfg.udp_addr,
+            Role::Client => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+        };
+        let s = UdpSocket::bind(bind_addr)?;
+        if let Some(dev) = &cfg.bind_device {
+            bind_to_device(&s, dev)?;
+        }
+        // Blocking sends (bounded by a timeout) so that a full socket buffer delays packets
+        // instead of dropping them inside the tunnel; reads use MSG_DONTWAIT.
+        s.set_write_timeout(Some(Duration::from_millis(100)))?;
+        Ok(s)
+    };
+    let socket = match socket_ns {
+        Some(ns) => ns.run_in(bind)?,
+        None => bind(),
+    }
+    .map_err(io_err("bind the tunnel's UDP socket"))?;
+    set_buffer(&socket, libc::SO_RCVBUF, 8 << 20);
+    set_buffer(&socket, libc::SO_SNDBUF, 8 << 20);
+    udp::enable_gro(socket.as_raw_fd());
+    Ok(socket)
+}
+
+/// The TUN device `TUN_NAME` in `tun_ns` (MTU `mtu`, offload on, this side's private address
+/// peered with the other's), up, the namespace's default route through it, non-blocking.
+fn create_tun(cfg: &EndpointConfig, tun_ns: &NetNs, mtu: u16) -> Result<tun_rs::SyncDevice, Error> {
+    let tun = tun_ns
+        .run_in(|| {
+            tun_rs::DeviceBuilder::new()
+                .name(TUN_NAME)
+                .mtu(mtu)
+                .ipv4(cfg.local_private, 32u8, Some(cfg.peer_private))
+                .offload(true)
+                .build_sync()
+        })?
+        .map_err(io_err(format!("create TUN device in {}", tun_ns.name())))?;
+    tun_ns.ip(&["link", "set", "dev", TUN_NAME, "up", "txqueuelen", "10000"])?;
+    tun_ns.ip(&[
+        "route",
+        "replace",
+        "default",
+        "via",
+        &cfg.peer_private.to_string(),
+        "dev",
+        TUN_NAME,
+    ])?;
+    tun.set_nonblocking(true)
+        .map_err(io_err("set TUN non-blocking"))?;
+    Ok(tun)
+}
+
+/// The ingress and egress packet logs `cfg` asks for (each written by a thread of its own),
+/// their headers naming this endpoint, its direction and the clock's base `base_realtime_ns`.
+fn open_logs(
+    cfg: &EndpointConfig,
+    base_realtime_ns: i64,
+) -> Result<(Option<LogRing>, Option<LogRing>), Error> {
+    let (ingress_dir, egress_dir) = if cfg.sender_side {
+        (Direction::Acklink, Direction::Datalink)
+    } else {
+        (Direction::Datalink, Direction::Acklink)
+    };
+    let header = |kind, direction| Header {
+        role: cfg.role,
+        kind,
+        flow: cfg.flow,
+        direction,
+        base_realtime_ns,
+        clock_offset_ns: None,
+        clock_drift_ppb: 0,
+    };
+    let open = |path: &Option<PathBuf>, kind, direction| {
+        path.as_ref()
+            .map(|p| {
+                LogWriter::create(p, &header(kind, direction), &cfg.log_format)
+                    .and_then(|w| LogRing::spawn(w, format!("tunnel-log-{}", cfg.flow)))
+                    .map_err(io_err(format!("create {}", p.display())))
+            })
+            .transpose()
+    };
+    let ingress = open(&cfg.ingress_log, Kind::Ingress, ingress_dir)?;
+    let egress = open(&cfg.egress_log, Kind::Egress, egress_dir)?;
+
+    Ok((ingress, egress))
 }
 
 fn bind_to_device(socket: &UdpSocket, device: &str) -> std::io::Result<()> {

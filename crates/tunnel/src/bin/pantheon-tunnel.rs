@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use netns::NetNs;
-use pantheon_tunnel::io::{self, EndpointConfig};
+use pantheon_tunnel::io::{self, EndpointConfig, RunningEndpoint};
 use pantheon_tunnel::log::{self, LogFormat, Role};
 
 /// One endpoint of Pantheon's instrumented UDP tunnel.
@@ -254,13 +254,27 @@ fn endpoint_main(
     }
     let _ = std::io::stdout().flush();
 
-    // Handshake: the server waits for as long as it takes, the client gives up after its SYNs.
+    if !connected(&endpoint, role, udp_addr)? {
+        return Ok(130);
+    }
+    let status = run_command(&args.command, &ns, peer_private, &endpoint)?;
+    ended(endpoint, status)
+}
+
+/// Waits for the handshake (the server for as long as it takes, the client until its SYNs
+/// are spent: then the endpoint's error) and says so as Mahimahi's tunnels do. `false` when
+/// interrupted first.
+fn connected(
+    endpoint: &RunningEndpoint,
+    role: Role,
+    udp_addr: SocketAddrV4,
+) -> anyhow::Result<bool> {
     while !endpoint.control.is_connected() {
         if let Some(e) = endpoint.control.error() {
             bail!("{e}");
         }
         if INTERRUPTED.load(Ordering::SeqCst) {
-            return Ok(130);
+            return Ok(false);
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -274,8 +288,20 @@ fn endpoint_main(
         }
     }
     let _ = std::io::stdout().flush();
+    Ok(true)
+}
 
-    let mut cmd = netns::shell_command(&args.command, peer_private);
+/// Runs COMMAND in the tunnel's namespace `ns` (`peer` is the other side's private address)
+/// until it exits (`Some` of its status), we are interrupted, or the tunnel ends under it
+/// (`None`: it was sent SIGTERM). When the peer closed the tunnel, COMMAND gets a moment to
+/// finish on its own (both ends of a scheme often stop together).
+fn run_command(
+    command: &[String],
+    ns: &NetNs,
+    peer: Ipv4Addr,
+    endpoint: &RunningEndpoint,
+) -> anyhow::Result<Option<std::process::ExitStatus>> {
+    let mut cmd = netns::shell_command(command, peer);
     ns.spawn_into(&mut cmd);
     // A shell reading a terminal must stay in the terminal's foreground process group.
     // SAFETY: isatty and getpgrp are plain syscalls.
@@ -286,9 +312,6 @@ fn endpoint_main(
     let mut child = cmd
         .spawn()
         .with_context(|| format!("start {:?} in namespace {}", cmd.get_program(), ns.name()))?;
-    // COMMAND runs until it exits, we are interrupted, or the tunnel ends under it. When the
-    // peer closed the tunnel, COMMAND gets a moment to finish on its own (both ends of a
-    // scheme often stop together).
     let mut closed_at = None;
     let status = loop {
         if let Some(status) = child.try_wait().context("wait for the command")? {
@@ -311,6 +334,16 @@ fn endpoint_main(
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    Ok(status)
+}
+
+/// The endpoint stopped (its logs flushed, its warnings printed) and our exit status: 130
+/// when interrupted, COMMAND's when it exited, an error when the tunnel failed under it
+/// (unless the peer closed it).
+fn ended(
+    endpoint: RunningEndpoint,
+    status: Option<std::process::ExitStatus>,
+) -> anyhow::Result<u8> {
     let control = endpoint.control.clone();
     endpoint.finish();
     for w in control.warnings() {
