@@ -64,7 +64,11 @@ fn cubic_bbr_and_ledbat_join_one_bottleneck_at_0_10_and_20_s() {
         .collect();
     assert_eq!(schemes, ["cubic", "bbr", "ledbat"]);
 
-    // Each flow's scheme, start (from the logs, within 10 ms of the asked time) and metrics.
+    // Each flow's scheme, start (from the logs, within 25 ms of the asked time) and metrics.
+    // The measured start is the flow's first packet against flow 1's: it includes each
+    // program's own start-up (exec in its namespace, its first connect), which on this 2-core
+    // machine was up to 16.7 ms late in 10 runs of the mix before issue 48's changes and up to
+    // 11.9 ms in 10 runs after (a 10 ms bound failed in CI once either way).
     let perf = read_json(&data.join("pantheon_perf.json"));
     let run = &perf["cubic-bbr-ledbat"]["1"];
     for (flow, scheme, start) in [
@@ -77,7 +81,7 @@ fn cubic_bbr_and_ledbat_join_one_bottleneck_at_0_10_and_20_s() {
         assert_eq!(f["start"], start, "{run}");
         let measured = f["measured_start"].as_f64().unwrap();
         assert!(
-            (measured - start).abs() < 0.010,
+            (measured - start).abs() < 0.025,
             "flow {flow} ({scheme}) started at {measured} s, asked {start} s"
         );
         let tput = f["tput"].as_f64().unwrap();
