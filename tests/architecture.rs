@@ -14,7 +14,8 @@ fn dependencies(package: &str) -> Vec<String> {
 }
 
 /// The names of the crates `package` depends on with `cargo tree`'s extra arguments `extra`
-/// (features), normal and build dependencies (what a build compiles), transitively.
+/// (features; `--depth 1` for direct ones only), normal and build dependencies (what a build
+/// compiles), transitively.
 fn dependencies_with(package: &str, extra: &[&str]) -> Vec<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
@@ -358,26 +359,7 @@ fn the_servers_are_built_in_the_orchestrator() {
     // `pantheon serve` and `pantheon-agent` are programs over orchestrator::testbed::server
     // and orchestrator::agent::server: the CLI parses flags and installs the signal handler,
     // and depends on no server crate itself.
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args([
-            "tree",
-            "--offline",
-            "--locked",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-        ])
-        .args(["--depth", "1", "-p", "pantheon-cli"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run cargo tree");
-    assert!(out.status.success());
-    let direct: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-        .collect();
+    let direct = dependencies_with("pantheon-cli", &["--depth", "1"]);
     assert_links(
         "pantheon-cli (its own dependencies)",
         &direct,
