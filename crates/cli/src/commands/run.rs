@@ -424,7 +424,7 @@ fn run_emulated(a: LocalArgs, sim: Option<sim::run::HostLatency>) -> anyhow::Res
     let bar = RunBar::new();
     let outcome = experiment::local(setup, &registry, &bar);
     bar.finish();
-    report(&outcome?)
+    Ok(report(&outcome?))
 }
 
 /// A progress bar over an experiment's runs, each run's end printed above it: the
@@ -478,7 +478,6 @@ impl experiment::Events for RunBar {
     }
 
     fn run_ended(&self, rec: &RunRecord) {
-        self.0.inc(0);
         let (name, run_id) = (&rec.scheme, rec.run_id);
         let line = match &rec.outcome {
             // A simulated run says what it cost.
@@ -498,7 +497,7 @@ impl experiment::Events for RunBar {
 /// normally, 1 when some run failed (the others ran; the failed ones are listed), 130 when
 /// interrupted; an experiment that stopped with an error (a run that cannot be recorded in
 /// `pantheon_runs.json`, a full disk) is the caller's error (status 2).
-fn report(outcome: &experiment::Outcome) -> anyhow::Result<ExitCode> {
+fn report(outcome: &experiment::Outcome) -> ExitCode {
     println!("{}", outcome.analysis.summary_md);
     let ran = &outcome.ran;
     if !ran.interrupted && !ran.failed.is_empty() {
@@ -514,7 +513,7 @@ fn report(outcome: &experiment::Outcome) -> anyhow::Result<ExitCode> {
             names.join(", ")
         );
     }
-    Ok(ExitCode::from(outcome.exit_status()))
+    ExitCode::from(outcome.exit_status())
 }
 
 /// Without the `testbed` feature: says so.
@@ -557,7 +556,7 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
     let dir = results_dir(&a.common);
     let outcome = remote::experiment(plan, dir, &opts, &nodes, &desc, &registry, &bar);
     bar.finish();
-    report(&outcome?)
+    Ok(report(&outcome?))
 }
 
 /// Flags a config file cannot set: its `flows` list says which schemes run and when.
