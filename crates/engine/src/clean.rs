@@ -2,9 +2,11 @@
 //! after their own process id — namespaces `pt-<pid>-…` (`pantheon run local`, `calibrate`),
 //! `ptc-<pid>-…` (`schemes check`), `pshell-<pid>` (`pantheon shell`, also the comment of its
 //! NAT rule) and `ptun-<pid>-…` (`pantheon-tunnel`) — and remove it on every exit they see.
-//! SIGKILL is one they do not see: a namespace whose owner is no longer running is an orphan,
-//! and so are the processes still inside it (a scheme's sender reparented to init) and a NAT
-//! rule of a shell that is gone. Every `pantheon` command run as root removes orphans first
+//! SIGKILL is one they do not see: a namespace whose owner is gone is an orphan, and so are
+//! the processes still inside it (a scheme's sender reparented to init) and a NAT rule of a
+//! shell that is gone. "Gone" is decided by the owner's claim on its pid
+//! ([`netns::owner`]: a lock the kernel drops when it dies), so a killed owner that its parent
+//! has not reaped yet (a zombie) is gone, and a later process that reuses its pid is not it. Every `pantheon` command run as root removes orphans first
 //! ([`remove_orphans_noisily`]), and so does every command that creates namespaces (the engine's
 //! [`before_creating_namespaces`], for library callers too); `pantheon clean` does it on demand.
 
@@ -113,7 +115,7 @@ fn remove_orphan_nat_rules() -> Vec<String> {
         let Some(spec) = rule.strip_prefix("-A ") else {
             continue;
         };
-        if netns::is_running(owner) {
+        if netns::owner::is_alive(owner) {
             continue;
         }
         let args: Vec<&str> = spec

@@ -24,6 +24,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod interfaces;
+pub mod owner;
 
 use std::fs::File;
 use std::io;
@@ -99,6 +100,9 @@ impl NetNs {
     /// Errors if the name exists already (another run, or a leftover of a killed one: remove it
     /// with `ip netns del NAME`) or if not root.
     pub fn create(name: &str) -> Result<NetNs> {
+        // Named after this process: claim it first, so that the name's owner can be told
+        // alive or dead (a zombie, a reused pid) by others.
+        owner::claim();
         run_command("ip", &["netns", "add", name])?;
         let path = format!("/run/netns/{name}");
         let file = match File::open(&path) {
@@ -278,17 +282,16 @@ pub fn owner_pid(name: &str, prefixes: &[&str]) -> Option<u32> {
     })
 }
 
-/// Whether process `pid` is running (`/proc/<pid>` exists).
-pub fn is_running(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
 /// Removes the namespaces whose name carries an owner pid after one of `prefixes`
-/// ([`owner_pid`]) that is no longer running — left by a command killed with SIGKILL — after
-/// killing (SIGKILL) every process still inside them. Returns the names removed; a namespace
-/// that cannot be removed is reported on stderr and left.
+/// ([`owner_pid`]) whose owner is gone ([`owner::is_alive`]: killed, reaped or not) — left by
+/// a command killed with SIGKILL — after killing (SIGKILL) every process still inside them,
+/// and the claims of owners that are gone. Returns the names removed; a namespace that cannot
+/// be removed is reported on stderr and left.
 pub fn remove_orphans(prefixes: &[&str]) -> Vec<String> {
-    remove_where(|name| owner_pid(name, prefixes).is_some_and(|owner| !is_running(owner)))
+    let removed =
+        remove_where(|name| owner_pid(name, prefixes).is_some_and(|o| !owner::is_alive(o)));
+    owner::forget_the_dead();
+    removed
 }
 
 /// Removes every named namespace whose name `doomed` accepts, after killing (SIGKILL) every
