@@ -8,6 +8,9 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+mod common;
+use common::{iperf3_pids, read_json};
+
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const TRACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces/10mbps.trace");
@@ -27,21 +30,6 @@ impl Experiment {
     fn perf(&self) -> Value {
         read_json(&self.dir.join("pantheon_perf.json"))
     }
-}
-
-fn read_json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
-fn iperf3_pids() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "iperf3")
-        })
-        .collect()
 }
 
 /// Runs `pantheon run local` for `runtime` seconds per run with `args`, expecting every run to
@@ -491,8 +479,14 @@ fn a_results_directory_is_refused_appended_to_or_moved_aside_never_lost() {
     assert_eq!(meta["cc_schemes"], serde_json::json!(["cubic"]));
 }
 
+/// The state letter of process `pid` (`/proc/<pid>/stat`: `Z` for a zombie).
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 #[test]
-fn a_run_killed_with_sigkill_leaves_nothing_once_any_pantheon_command_has_run() {
+fn a_run_killed_with_sigkill_and_not_yet_reaped_leaves_nothing_once_pantheon_clean_has_run() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("pantheon-e2e-killed-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -530,35 +524,50 @@ fn a_run_killed_with_sigkill_leaves_nothing_once_any_pantheon_command_has_run() 
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert_eq!(new_iperf3().len(), 2, "the run did not start");
+    // Killed and not reaped (as a harness that kills on a timeout and waits later leaves it):
+    // a zombie, whose /proc entry stays while this test, its parent, holds it.
     child.kill().unwrap();
-    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while process_state(child.id()) != Some('Z') && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(process_state(child.id()), Some('Z'));
     // What it leaves: its namespaces and the scheme's processes (reparented to init).
     let left = ours();
     assert!(!left.is_empty());
     assert_eq!(new_iperf3().len(), 2);
 
-    // The next command, whichever it is (here one that only prints), removes them and says so.
+    // `pantheon clean` (as every command run as root does first) removes them and says so,
+    // the owner a zombie still.
     let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
-        .arg("emulators")
+        .arg("clean")
         .output()
         .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
+    let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{said}");
-    assert!(
-        said.starts_with("removed what killed commands left behind"),
-        "{said}"
-    );
+    assert!(said.starts_with("removed "), "{said}");
     for ns in &left {
         assert!(said.contains(ns.as_str()), "{ns} not reported: {said}");
     }
     assert!(ours().is_empty(), "{:?}", ours());
+    assert_eq!(process_state(child.id()), Some('Z'), "reaped too early");
+    child.wait().unwrap();
     // SIGKILL is delivered asynchronously: give the processes a moment to be gone.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while !new_iperf3().is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert!(new_iperf3().is_empty(), "{:?}", new_iperf3());
-    // Nothing left: a second clean has nothing to do.
+    // Nothing left: any later command (here one that only prints) has nothing to do.
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .arg("emulators")
+        .output()
+        .unwrap();
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
         .arg("clean")
         .output()

@@ -191,3 +191,15 @@ pub fn refused_before_anything_runs(mode: &str, data: &Path, cases: &[(Vec<&str>
         assert!(!data.exists(), "{args:?} created {}", data.display());
     }
 }
+
+/// The pids of every `iperf3` process on this machine (a kernel scheme's two sides).
+pub fn iperf3_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "iperf3")
+        })
+        .collect()
+}

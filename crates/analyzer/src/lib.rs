@@ -13,6 +13,9 @@
 //!   ellipses), the per-run throughput and delay plots.
 //! - [`document`]: Pantheon's report as `pantheon_report.html` (one self-contained file) and
 //!   `pantheon_report.pdf`, no LaTeX or browser needed.
+//! - [`files`]: names that may become file names, files written whole (temporary name, then
+//!   renamed), input files read by type and size bound, the one-writer lock of a results
+//!   directory.
 //! - [`results`]: `pantheon_metadata.json` as one typed value, written by the run and read by
 //!   the analysis; Pantheon's JSON format ([`results::write_json`]).
 //! - [`perf`]: `pantheon_perf.json`, every run's metrics, as one typed value: written by the
@@ -25,8 +28,8 @@
 //!   replication error.
 //!
 //! Polars lives only in this crate: it is most of the workspace's build time. Without the
-//! default feature `frames` only [`text`], [`stats`], [`results`], [`perf`] and
-//! [`competition`] are built (the fuzz targets, the calibration model, the engine's plans and
+//! default feature `frames` only [`text`], [`stats`], [`results`], [`files`], [`perf`]
+//! and [`competition`] are built (the fuzz targets, the calibration model, the engine's plans and
 //! the readers of perf files use those).
 
 #[cfg(feature = "frames")]
@@ -34,6 +37,7 @@ pub mod compare;
 pub mod competition;
 #[cfg(feature = "frames")]
 pub mod document;
+pub mod files;
 #[cfg(feature = "frames")]
 pub mod ingest;
 #[cfg(feature = "frames")]

@@ -110,19 +110,28 @@ pub fn color_rgb(name: &str) -> RGBColor {
 
 type Area<DB> = DrawingArea<DB, plotters::coord::Shift>;
 
-/// Runs `draw` on an SVG (name ending in `.svg`) or PNG file of `size` pixels.
+/// Runs `draw` on an SVG (name ending in `.svg`) or PNG file of `size` pixels, drawn under a
+/// temporary name and renamed into place ([`crate::files::replace_with`]): an earlier plot is
+/// replaced whole or not at all.
 macro_rules! to_file {
     ($path:expr, $size:expr, $draw:ident, $($arg:expr),*) => {{
         register_font();
         let path: &Path = $path;
-        let result = if path.extension().is_some_and(|e| e == "svg") {
-            $draw(SVGBackend::new(path, $size).into_drawing_area(), $($arg),*)
-        } else {
-            $draw(BitMapBackend::new(path, $size).into_drawing_area(), $($arg),*)
-        };
-        result.map_err(|message| PlotError {
+        let mut message = None;
+        crate::files::replace_with(path, |tmp| {
+            let drawn = if path.extension().is_some_and(|e| e == "svg") {
+                $draw(SVGBackend::new(tmp, $size).into_drawing_area(), $($arg),*)
+            } else {
+                $draw(BitMapBackend::new(tmp, $size).into_drawing_area(), $($arg),*)
+            };
+            drawn.map_err(|m| {
+                message = Some(m);
+                std::io::Error::other("not drawn")
+            })
+        })
+        .map_err(|e| PlotError {
             path: path.display().to_string(),
-            message,
+            message: message.unwrap_or_else(|| e.to_string()),
         })
     }};
 }

@@ -298,6 +298,12 @@ pub struct Metadata {
     /// The emulator as Mahimahi would be invoked (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulator_command: Option<String>,
+    /// The emulated path as a value (ours): `emulator_command` with every trace named by the
+    /// SHA-256 of its content (`sha256:…`), so that the same path compares equal wherever its
+    /// traces lie — what `--append` compares (a moved or copied results directory, a trace
+    /// given once relative and once absolute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator_identity: Option<String>,
     /// `--emulator`: the preset the path came from (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulator_preset: Option<String>,
@@ -406,6 +412,10 @@ pub struct Invocation {
     /// Seed of the emulator's random loss, if it had an emulator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// Its runs' duration, s (`--runtime`; invocations may differ); `None` in directories
+    /// written before it was recorded: the metadata's `runtime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<f64>,
 }
 
 impl Default for Metadata {
@@ -456,7 +466,23 @@ impl Metadata {
             start_run_id: self.start_run_id,
             run_times: self.run_times,
             seed: self.seed,
+            runtime: Some(self.runtime),
         }
+    }
+
+    /// The planned duration of run `run_id` of `scheme`, s: the runtime of the invocation that
+    /// made it (appended invocations may give another `--runtime`), else `runtime`.
+    pub fn runtime_of(&self, scheme: &str, run_id: u32) -> f64 {
+        self.invocations
+            .iter()
+            .rev()
+            .find(|i| {
+                i.schemes.iter().any(|s| s == scheme)
+                    && run_id >= i.start_run_id
+                    && run_id - i.start_run_id < i.run_times
+            })
+            .and_then(|i| i.runtime)
+            .unwrap_or(self.runtime)
     }
 
     /// The directory's runs as (scheme, run id), sorted: those of every invocation, or, for a
@@ -542,7 +568,8 @@ impl Metadata {
 
 /// Writes `value` to `path` as Pantheon writes its JSON (`json.dump(sort_keys=True,
 /// indent=4)`): keys sorted at every level, four-space indentation, a final newline. The file
-/// is replaced whole (written as `<path>.tmp`, then renamed) or not at all.
+/// is replaced whole ([`crate::files::write_atomic`]: written under a temporary name, then
+/// renamed) or not at all.
 pub fn write_json(path: &Path, value: &Value) -> std::io::Result<()> {
     let mut out = Vec::new();
     let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
@@ -551,16 +578,7 @@ pub fn write_json(path: &Path, value: &Value) -> std::io::Result<()> {
         .serialize(&mut ser)
         .map_err(std::io::Error::other)?;
     out.push(b'\n');
-    // Written beside, then renamed over: a reader (or a kill) never sees half a file.
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    std::fs::write(&tmp, out)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            // The earlier file stays whole; the half-written one goes.
-            let _ = std::fs::remove_file(&tmp);
-            std::io::Error::new(e.kind(), format!("write {}: {e}", path.display()))
-        })
+    crate::files::write_atomic(path, &out)
 }
 
 /// `value` with the keys of every object in sorted order (whatever map serde_json was built
@@ -626,10 +644,15 @@ mod tests {
             run_order: vec!["cubic".into(), "bbr".into()],
             start_run_id: 3,
             run_times: 1,
+            runtime: 5.0,
             generated_at: Some("later".into()),
             ..Metadata::default()
         };
         let m = first.merged(&later);
+        // Each run is judged against its own invocation's runtime.
+        assert_eq!(m.runtime_of("cubic", 2), 30.0);
+        assert_eq!(m.runtime_of("cubic", 3), 5.0);
+        assert_eq!(m.runtime_of("bbr", 3), 5.0);
         assert_eq!(
             m.runs(),
             [

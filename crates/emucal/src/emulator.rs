@@ -143,6 +143,23 @@ impl Emulator {
         e
     }
 
+    /// The same path with every trace file inside `dir` named relative to it (a results
+    /// directory's default trace: `12mbps.trace`), so that a record of it stays true when
+    /// `dir` is moved; other traces are left as they are.
+    pub fn with_traces_relative_to(&self, dir: &Path) -> Emulator {
+        let mut e = self.clone();
+        for shell in &mut e.shells {
+            if let Shell::Link(l) = shell {
+                for t in [&mut l.uplink_trace, &mut l.downlink_trace] {
+                    if let Ok(inside) = t.strip_prefix(dir) {
+                        *t = inside.to_owned();
+                    }
+                }
+            }
+        }
+        e
+    }
+
     /// The path ready to run ([`EmulatedPath::load`]): traces read; errors name a missing or
     /// malformed trace's file (and line).
     pub fn load(&self) -> Result<EmulatedPath, MmError> {

@@ -39,6 +39,10 @@ pub enum TraceError {
     },
 }
 
+/// The largest trace file read, bytes (256 MiB: minutes of a gigabit trace, hours of a 10 Mbit/s one;
+/// Pantheon's last seconds to minutes). A larger file is refused before it is read.
+pub const MAX_TRACE_BYTES: u64 = 256 << 20;
+
 /// The largest time a trace line may give, ms: half of what nanoseconds in a `u64` hold, so
 /// that a period and the time within it add up without overflow.
 pub const MAX_TRACE_MS: u64 = u64::MAX / 1_000_000 / 2;
@@ -103,12 +107,24 @@ impl Trace {
 
     /// Reads and parses a trace file.
     pub fn load(path: &Path) -> Result<Trace, TraceError> {
+        let bytes = Trace::read_file(path)?;
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| TraceError::Io {
+        let text = String::from_utf8(bytes).map_err(|e| TraceError::Io {
             file: file.clone(),
-            message: e.to_string(),
+            message: format!("not a text file ({e})"),
         })?;
         Trace::parse(&text, &file)
+    }
+
+    /// The bytes of trace file `path`, if it is a regular file of at most [`MAX_TRACE_BYTES`]
+    /// (a FIFO or a device is refused by type, not read: it could block or never end).
+    pub fn read_file(path: &Path) -> Result<Vec<u8>, TraceError> {
+        analyzer::files::read_regular(path, "a trace", MAX_TRACE_BYTES).map_err(|e| {
+            TraceError::Io {
+                file: e.path,
+                message: e.reason,
+            }
+        })
     }
 
     /// A constant-rate trace of `mbps` Mbit/s of 1500-byte packets (12 000 bit per line):

@@ -19,6 +19,8 @@ use analyzer::stats::SchemeRuns;
 use analyzer::RunStats;
 use anyhow::{bail, Context};
 
+use analyzer::files::write_atomic;
+
 use crate::record::{RunOutcome, RunRecord};
 use crate::schemes::Registry;
 use crate::transfers::{RunWork, Table};
@@ -404,7 +406,7 @@ pub fn analyze_dir_with(
     perf.write(dir)?;
     let transfers = transfer_report(dir, &meta, &results, registry);
     let summary_md = summary_markdown(dir, &meta, &results, registry, &transfers);
-    std::fs::write(dir.join("pantheon_summary.md"), &summary_md)?;
+    write_atomic(&dir.join("pantheon_summary.md"), summary_md.as_bytes())?;
     summary_plots(dir, &meta, &results, registry)?;
     write_report(dir, &meta, &results, registry, &transfers)?;
     Ok(Analysis { summary_md, perf })
@@ -464,9 +466,15 @@ fn analyze_run(
             return Ok(rr);
         }
     };
-    rr.invalid = !frames.problems.is_empty();
-    rr.flags
-        .extend(frames.problems.iter().map(|p| format!("invalid: {p}")));
+    let lost_time = recorded.and_then(RunRecord::lost_time);
+    rr.invalid = !frames.problems.is_empty() || lost_time.is_some();
+    rr.flags.extend(
+        frames
+            .problems
+            .iter()
+            .chain(&lost_time)
+            .map(|p| format!("invalid: {p}")),
+    );
     rr.flags.extend(frames.warnings.iter().cloned());
     rr.flags.extend(clock_warning(&frames.clock_offsets, meta));
     let stats = frames
@@ -483,7 +491,9 @@ fn analyze_run(
     if let Some(w) = &rr.work {
         rr.flags.extend(w.flags.iter().cloned());
     }
-    let (dur_s, runtime_s) = (stats.total.duration_ms / 1000.0, meta.runtime);
+    // Judged against its own invocation's runtime (an --append may give another).
+    let runtime_s = meta.runtime_of(scheme, run_id);
+    let dur_s = stats.total.duration_ms / 1000.0;
     // A workload's traffic comes and goes (a single transfer ends early): not a short run.
     if dur_s < 0.8 * runtime_s && rr.work.is_none() {
         rr.short = true;
@@ -491,7 +501,7 @@ fn analyze_run(
             "short run: traffic lasted {dur_s:.1} s of {runtime_s} s (Pantheon ignores runs under 80 %)"
         ));
     }
-    rr.flags.extend(implausible(&frames, meta)?);
+    rr.flags.extend(implausible(&frames, meta, runtime_s)?);
     if stats.total.negative_delays > 0 {
         rr.flags.push(format!(
             "{} packets with negative one-way delay (clock problem)",
@@ -637,15 +647,16 @@ fn competition_plot(
 const LATE_SLACK_S: f64 = 15.0;
 
 /// What the logs of a run say that cannot be: packets logged long after the run ended
-/// (`first_side_setup` + `runtime` + drain + [`LATE_SLACK_S`]; Pantheon's 3 s setup and 1 s
+/// (`first_side_setup` + the run's `runtime_s` + drain + [`LATE_SLACK_S`]; Pantheon's 3 s setup and 1 s
 /// drain where the metadata lacks them), more bytes delivered than the emulated link offered.
 fn implausible(
     frames: &analyzer::ingest::RunFrames,
     meta: &Metadata,
+    runtime_s: f64,
 ) -> anyhow::Result<Vec<String>> {
     let mut flags = Vec::new();
     let end_s = meta.first_side_setup.unwrap_or(3.0)
-        + meta.runtime
+        + runtime_s
         + meta.drain_timeout.unwrap_or(1.0)
         + LATE_SLACK_S;
     let late = frames.packets_after(end_s * 1000.0)?;
@@ -796,10 +807,22 @@ fn summary_markdown(
     if let Some(cmd) = &meta.emulator_command {
         let _ = writeln!(md, "Emulated path: `{cmd}`  ");
     }
+    // Appended invocations may have run for other lengths: each is named.
+    let mut runtimes: Vec<String> = Vec::new();
+    for r in meta.invocations.iter().filter_map(|i| i.runtime) {
+        if !runtimes.contains(&r.to_string()) {
+            runtimes.push(r.to_string());
+        }
+    }
+    if runtimes.is_empty() {
+        runtimes.push(meta.runtime.to_string());
+    }
     let _ = writeln!(
         md,
         "{} run(s) of {} s per scheme, {} flow(s).\n",
-        meta.run_times, meta.runtime, meta.flows
+        meta.run_times,
+        runtimes.join(" s and "),
+        meta.flows
     );
     let _ = writeln!(
         md,
@@ -1120,11 +1143,10 @@ fn write_report(
         runs,
     };
     let out = dir.join("pantheon_report.html");
-    std::fs::write(&out, analyzer::document::html(&report))
-        .with_context(|| format!("write {}", out.display()))?;
+    write_atomic(&out, analyzer::document::html(&report).as_bytes())?;
     let out = dir.join("pantheon_report.pdf");
     let pdf = analyzer::document::pdf(&report).map_err(|e| anyhow::anyhow!("PDF report: {e}"))?;
-    std::fs::write(&out, pdf).with_context(|| format!("write {}", out.display()))
+    Ok(write_atomic(&out, &pdf)?)
 }
 
 /// The transfers' tables as report sections, the last one with the CDF plots that were drawn.
@@ -1265,7 +1287,7 @@ fn write_stats_log(dir: &Path, scheme: &str, r: &RunResult) -> anyhow::Result<()
     for f in &r.flags {
         let _ = writeln!(s, "# Warning: {f}");
     }
-    std::fs::write(&path, s).with_context(|| format!("write {}", path.display()))
+    Ok(write_atomic(&path, s.as_bytes())?)
 }
 
 #[cfg(test)]
@@ -1335,10 +1357,10 @@ mod tests {
             ..Metadata::default()
         };
         // Within 1 + 30 + 5 + 15 s, no more than offered: nothing to say.
-        assert!(implausible(&frames(50_000.0, 1500), &meta)
+        assert!(implausible(&frames(50_000.0, 1500), &meta, meta.runtime)
             .unwrap()
             .is_empty());
-        let f = implausible(&frames(52_000.0, 9000), &meta).unwrap();
+        let f = implausible(&frames(52_000.0, 9000), &meta, meta.runtime).unwrap();
         assert_eq!(f.len(), 2, "{f:?}");
         assert!(
             f[0].starts_with("times outside the run: 1 packets"),

@@ -636,7 +636,7 @@ pub fn run_step(request: &Path) -> anyhow::Result<StepResult> {
         }
         let opts = CalibrateOptions {
             schemes: r.schemes.clone(),
-            runtime: Duration::from_secs_f64(r.runtime_s),
+            runtime: crate::plan::seconds(r.runtime_s, "runtime_s", crate::plan::MAX_RUNTIME)?,
             run_times: r.run_times,
             jobs: 1,
             max_evals: 1,

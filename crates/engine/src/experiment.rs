@@ -24,6 +24,8 @@ use anyhow::Context;
 use emucal::emulator::Emulator;
 use emucal::mm::Shell;
 
+use analyzer::files::{lock_results_dir, ResultsLock};
+
 use crate::analyze::{analyze_dir, Analysis};
 use crate::plan::{prepare_results_dir, write_constant_trace, Existing, ExperimentPlan, Reuse};
 use crate::record::{RunOutcome, RunRecord, INTERRUPTED};
@@ -112,7 +114,7 @@ pub fn run_all(
     events.starting(plan, total);
     let mut ran = Ran::default();
     let mut seq = 0usize;
-    for run_id in plan.start_run_id..plan.start_run_id.saturating_add(plan.run_times) {
+    for run_id in plan.run_ids() {
         for name in &plan.schemes {
             if INTERRUPTED.load(Ordering::SeqCst) {
                 ran.interrupted = true;
@@ -198,19 +200,46 @@ pub fn finish(plan: &ExperimentPlan, registry: &Registry, ran: Ran) -> anyhow::R
 }
 
 /// What to do with an experiment's results directory (`plan.data_dir`) and how to number its
-/// runs (`--append`/`--overwrite`, `--start-run-id`).
+/// runs (`--append`/`--overwrite`, `--start-run-id`, `--wait-lock`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ResultsDir {
     /// What to do with results already there.
     pub reuse: Reuse,
     /// Id of the first run; `None`: 1, or after the last run of the results appended to.
     pub start_run_id: Option<u32>,
+    /// If another command writes the directory: wait for it (`--wait-lock`) instead of
+    /// refusing at once.
+    pub wait_lock: bool,
 }
 
-/// Checks `plan.data_dir` before anything is written into it ([`prepare_results_dir`], saying
-/// where earlier results were moved) and numbers the runs: from `dir.start_run_id` if given,
-/// else 1, or after the last run of the results appended to. Returns what was there.
-pub fn prepare(plan: &mut ExperimentPlan, dir: ResultsDir) -> anyhow::Result<Existing> {
+/// A results directory [`prepare`]d: what was there, and the directory's lock, which the
+/// caller holds until its last write (the analysis).
+#[derive(Debug)]
+pub struct Prepared {
+    /// What was there.
+    pub existing: Existing,
+    /// One writer at a time ([`analyzer::files::lock_results_dir`]); released when dropped.
+    pub lock: ResultsLock,
+}
+
+/// Locks `dir` for this command ([`analyzer::files::lock_results_dir`]: created if missing),
+/// waiting for another writer if `wait` (saying so), else refusing naming it.
+pub fn lock(dir: &Path, wait: bool) -> anyhow::Result<ResultsLock> {
+    Ok(lock_results_dir(dir, wait, &|holder| {
+        tracing::info!(
+            "{} is being written by {holder}: waiting for it to end (--wait-lock)",
+            dir.display()
+        )
+    })?)
+}
+
+/// Locks `plan.data_dir` ([`lock`]: one writer at a time), checks it before anything is written
+/// into it ([`prepare_results_dir`], saying where earlier results were moved, then locking the
+/// new directory), and numbers the runs: from `dir.start_run_id` if given, else 1, or after the
+/// last run of the results appended to. Errors: another writer (unless waiting), a directory
+/// refused, a run count that overflows the run ids.
+pub fn prepare(plan: &mut ExperimentPlan, dir: ResultsDir) -> anyhow::Result<Prepared> {
+    let mut held = lock(&plan.data_dir, dir.wait_lock)?;
     let existing = prepare_results_dir(&plan.data_dir, dir.reuse)?;
     if let Existing::MovedTo(aside) = &existing {
         tracing::info!(
@@ -218,6 +247,7 @@ pub fn prepare(plan: &mut ExperimentPlan, dir: ResultsDir) -> anyhow::Result<Exi
             plan.data_dir.display(),
             aside.display()
         );
+        held = lock(&plan.data_dir, false)?;
     }
     plan.start_run_id = match (dir.start_run_id, &existing) {
         (Some(id), _) => id,
@@ -226,10 +256,15 @@ pub fn prepare(plan: &mut ExperimentPlan, dir: ResultsDir) -> anyhow::Result<Exi
             .iter()
             .map(|&(_, id)| id)
             .max()
-            .map_or(1, |last| last.saturating_add(1)),
+            .map_or(Some(1), |last| last.checked_add(1))
+            .context("the results appended to end at run id 4294967295: use another --data-dir")?,
         _ => 1,
     };
-    Ok(existing)
+    plan.check_run_ids()?;
+    Ok(Prepared {
+        existing,
+        lock: held,
+    })
 }
 
 /// A local experiment (real or simulated time): its plan, whose `emulator` is the path, and
@@ -290,7 +325,10 @@ pub fn local(setup: Local, registry: &Registry, events: &dyn Events) -> anyhow::
     if !simulate {
         crate::clean::before_creating_namespaces("pantheon run local")?;
     }
-    let existing = prepare(&mut plan, dir)?;
+    let Prepared {
+        existing,
+        lock: _held,
+    } = prepare(&mut plan, dir)?;
     if !simulate {
         let sys = SystemInfo::probe();
         for name in plan.scheme_names() {
@@ -305,6 +343,18 @@ pub fn local(setup: Local, registry: &Registry, events: &dyn Events) -> anyhow::
     metadata.netns_prefix = (!simulate).then(|| tag_prefix.clone());
     metadata.rootless = !simulate && crate::rootless::is_rootless();
     metadata.emulator_preset = preset;
+    // What `--append` compares: the path by value, traces by content (those about to be
+    // written by what they will hold).
+    metadata.emulator_identity = plan.path_identity(&|trace| match write_traces
+        .iter()
+        .find(|(t, _)| t == trace)
+    {
+        Some((_, mbps)) => Ok(emucal::trace::Trace::constant_rate(*mbps)
+            .map_err(anyhow::Error::msg)?
+            .to_text()
+            .into_bytes()),
+        None => Ok(emucal::trace::Trace::read_file(trace)?),
+    })?;
     if let Existing::Append(earlier) = &existing {
         plan.check_append(earlier, &metadata)?;
         metadata = earlier.merged(&metadata);
@@ -513,7 +563,7 @@ mod tests {
             },
             dir: ResultsDir {
                 reuse,
-                start_run_id: None,
+                ..ResultsDir::default()
             },
             write_traces: vec![(trace.clone(), 12.0)],
             preset: None,

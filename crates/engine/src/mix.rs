@@ -179,9 +179,20 @@ pub struct Config {
     pub defaults: BTreeMap<String, String>,
 }
 
+/// The largest config file read, bytes (1 MiB; Pantheon's are a few hundred bytes).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 impl Config {
-    /// Reads a config file's text. `file` names it in errors. Requires `test-name` (a string)
-    /// and `flows` (a non-empty list of `{scheme, start?, stop?, delay?}`); other values must be
+    /// Reads and parses config file `path` ([`Config::from_yaml`]), if it is a regular file of
+    /// at most [`MAX_CONFIG_BYTES`] (a FIFO or a device is refused by type, never read).
+    /// Errors name the file (and the key, or the YAML error's line).
+    pub fn load(path: &std::path::Path) -> anyhow::Result<Config> {
+        let text = analyzer::files::read_regular_text(path, "a config file", MAX_CONFIG_BYTES)?;
+        Ok(Config::from_yaml(&text, &path.display().to_string())?)
+    }
+
+    /// Reads a config file's text. `file` names it in errors. Requires `test-name` (a string
+    /// that can name files: [`analyzer::files::check_name`]) and `flows` (a non-empty list of `{scheme, start?, stop?, delay?}`); other values must be
     /// scalars. Errors name the file and the key (`flows[2].start`), or the YAML error's line.
     pub fn from_yaml(text: &str, file: &str) -> Result<Config, MixError> {
         let at = |key: &str| format!("{file}: {key}");
@@ -203,7 +214,16 @@ impl Config {
             };
             match key.as_str() {
                 "test-name" => match v.as_str() {
-                    Some(s) if !s.trim().is_empty() => name = Some(s.trim().to_owned()),
+                    Some(s) if !s.trim().is_empty() => {
+                        let s = s.trim();
+                        analyzer::files::check_name(s).map_err(|e| {
+                            bad(
+                                "test-name",
+                                format!("{e} (it is the prefix of the run's files)"),
+                            )
+                        })?;
+                        name = Some(s.to_owned());
+                    }
                     _ => return Err(bad("test-name", "must be a non-empty string".into())),
                 },
                 "flows" => flows = Some(read_flows(v, &|k, r| bad(k, r))?),
@@ -442,6 +462,16 @@ flows:
                 "string, number",
             ),
             ("test-name: x\n  flows: : [", "exp.yml: YAML", "line"),
+            (
+                "test-name: ../good/cubic\nflows: [{scheme: a}]",
+                "exp.yml: test-name",
+                "path separator",
+            ),
+            (
+                "test-name: ..\nflows: [{scheme: a}]",
+                "exp.yml: test-name",
+                "starts with `.`",
+            ),
             ("- a\n- b", "exp.yml: top level", "mapping"),
         ] {
             let e = Config::from_yaml(text, "exp.yml").unwrap_err();

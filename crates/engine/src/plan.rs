@@ -21,6 +21,43 @@ pub const DRAIN_TIMEOUT_S: f64 = 10.0;
 /// `pantheon run`'s default `--first-side-setup`, seconds (Pantheon waited 3).
 pub const FIRST_SIDE_SETUP_S: f64 = 1.0;
 
+/// The longest run, and the longest drain timeout: a day (Pantheon's runs last 30–60 s;
+/// every duration has a bound so that no clock arithmetic can overflow).
+pub const MAX_RUNTIME: Duration = Duration::from_secs(24 * 3600);
+/// The longest `--first-side-setup`: an hour (a side that is not ready by then is not
+/// starting).
+pub const MAX_FIRST_SIDE_SETUP: Duration = Duration::from_secs(3600);
+/// The longest `--drain-timeout`: a day, as [`MAX_RUNTIME`].
+pub const MAX_DRAIN_TIMEOUT: Duration = MAX_RUNTIME;
+
+/// `value` seconds (a flag's or a file's) as a [`Duration`], if it is a finite number ≥ 0 and at
+/// most `max`. Errors name `what` (`--drain-timeout`, `exp.yml: runtime`) and the bound; no
+/// input panics.
+pub fn seconds(value: f64, what: &str, max: Duration) -> anyhow::Result<Duration> {
+    if !(value.is_finite() && value >= 0.0) {
+        bail!("{what} must be a non-negative number of seconds, got {value}");
+    }
+    if value > max.as_secs_f64() {
+        bail!(
+            "{what} is {value} s, longer than the longest supported, {} s ({})",
+            max.as_secs(),
+            duration_words(max)
+        );
+    }
+    Duration::try_from_secs_f64(value)
+        .with_context(|| format!("{what}: {value} s is not a duration"))
+}
+
+/// `a day`, `an hour`, `10 minutes` for errors.
+fn duration_words(d: Duration) -> String {
+    match d.as_secs() {
+        86_400 => "a day".into(),
+        3_600 => "an hour".into(),
+        s if s % 60 == 0 => format!("{} minutes", s / 60),
+        s => format!("{s} s"),
+    }
+}
+
 /// Everything an experiment needs, checked before anything starts: what
 /// [`crate::experiment`] runs, whoever starts it (serde: durations as `{secs, nanos}`, the
 /// emulator as its list of shells, the host latency as `--host-latency` writes it).
@@ -150,8 +187,19 @@ impl ExperimentPlan {
         })
     }
 
-    /// The checks of local and remote runs alike: schemes known, durations and flows sane.
+    /// The checks of local and remote runs alike: schemes known, names that can name files
+    /// ([`analyzer::files::check_name`]: they prefix the run's files), durations and flows sane.
     pub fn check(&self, registry: &Registry) -> anyhow::Result<()> {
+        for name in self.schemes.iter().chain(self.mix.iter().map(|m| &m.name)) {
+            analyzer::files::check_name(name)?;
+        }
+        if self.data_dir.to_str().is_none() {
+            bail!(
+                "--data-dir {}: not valid UTF-8; a results directory's name is written into its \
+                 files and reports: rename it",
+                self.data_dir.display()
+            );
+        }
         if let Some(mix) = &self.mix {
             self.check_mix(mix, registry)?;
         } else if self.schemes.is_empty() {
@@ -163,8 +211,21 @@ impl ExperimentPlan {
         if self.run_times == 0 {
             bail!("--run-times must be at least 1");
         }
+        self.check_run_ids()?;
         if self.runtime.is_zero() {
             bail!("--runtime must be positive");
+        }
+        for (d, what, max) in [
+            (self.runtime, "--runtime", MAX_RUNTIME),
+            (
+                self.first_side_setup,
+                "--first-side-setup",
+                MAX_FIRST_SIDE_SETUP,
+            ),
+            (self.drain_timeout, "--drain-timeout", MAX_DRAIN_TIMEOUT),
+            (self.interval, "--interval", MAX_RUNTIME),
+        ] {
+            seconds(d.as_secs_f64(), what, max)?;
         }
         if self.flows == 0 {
             bail!("--flows must be at least 1 (running without the tunnel is not supported yet)");
@@ -209,6 +270,31 @@ impl ExperimentPlan {
             registry.get(&s)?;
         }
         check_runtime(mix, self.runtime.as_secs_f64())?;
+        Ok(())
+    }
+
+    /// The run ids of each scheme: `start_run_id` onwards, `run_times` of them (those that fit
+    /// a `u32`: [`ExperimentPlan::check_run_ids`] refuses a plan whose do not).
+    pub fn run_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.run_times).map_while(|k| self.start_run_id.checked_add(k))
+    }
+
+    /// Errors if the last run's id would not fit a run id (`--start-run-id 4294967295
+    /// --run-times 2`), naming both flags.
+    pub fn check_run_ids(&self) -> anyhow::Result<()> {
+        if self
+            .start_run_id
+            .checked_add(self.run_times.saturating_sub(1))
+            .is_none()
+        {
+            bail!(
+                "--start-run-id {} with --run-times {}: the last run's id would exceed the \
+                 largest run id, {}",
+                self.start_run_id,
+                self.run_times,
+                u32::MAX
+            );
+        }
         Ok(())
     }
 
@@ -275,10 +361,15 @@ impl ExperimentPlan {
     pub fn metadata(&self, registry: &Registry) -> Metadata {
         let base = |p: &Path| p.file_name().map(|f| f.to_string_lossy().into_owned());
         let given = |s: String| (!s.is_empty()).then_some(s);
-        let flags = self.emulator.as_ref().and_then(Emulator::pantheon_flags);
+        // Traces inside the results directory are named relative to it: it can be moved.
+        let emulator = self
+            .emulator
+            .as_ref()
+            .map(|e| e.with_traces_relative_to(&self.data_dir));
+        let flags = emulator.as_ref().and_then(Emulator::pantheon_flags);
         let mut m = Metadata {
             mode: Some(Mode::Local),
-            emulator_command: self.emulator.as_ref().map(Emulator::command_line),
+            emulator_command: emulator.as_ref().map(Emulator::command_line),
             seed: Some(self.seed),
             drain_timeout: Some(self.drain_timeout.as_secs_f64()),
             scheme_versions: self.scheme_versions(registry),
@@ -293,10 +384,35 @@ impl ExperimentPlan {
             m.append_mm_cmds = given(f.append_mm_cmds);
             m.extra_mm_link_args = given(f.extra_mm_link_args);
         }
-        if let Some(e) = &self.emulator {
+        if let Some(e) = &emulator {
             m.other.insert("emulator".into(), json!(e));
         }
         m
+    }
+
+    /// The emulated path as a value ([`Metadata::emulator_identity`]): the emulator's command
+    /// line with every trace named by the SHA-256 of its content, `content(trace)` giving the
+    /// bytes (the file's, or those about to be written into it). `None` without an emulator.
+    /// Errors: `content`'s.
+    pub fn path_identity(
+        &self,
+        content: &dyn Fn(&Path) -> anyhow::Result<Vec<u8>>,
+    ) -> anyhow::Result<Option<String>> {
+        use sha2::{Digest, Sha256};
+        let Some(emulator) = &self.emulator else {
+            return Ok(None);
+        };
+        let mut e = emulator.clone();
+        for shell in &mut e.shells {
+            if let emucal::mm::Shell::Link(l) = shell {
+                for trace in [&mut l.uplink_trace, &mut l.downlink_trace] {
+                    let digest = Sha256::digest(content(trace)?);
+                    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+                    *trace = PathBuf::from(format!("sha256:{hex}"));
+                }
+            }
+        }
+        Ok(Some(e.command_line()))
     }
 
     /// The keys of `pantheon_metadata.json` that local and remote runs share (`mode`, the
@@ -412,7 +528,12 @@ impl ExperimentPlan {
     /// Checks that this plan can add its runs to the results described by `earlier`: the same
     /// kind of run over the same path, and none of its runs already there. Errors say which.
     pub fn check_append(&self, earlier: &Metadata, new: &Metadata) -> anyhow::Result<()> {
-        if earlier.mode != new.mode || earlier.emulator_command != new.emulator_command {
+        // The same path by value where both say what it is (traces by content), else by text.
+        let same_path = match (&earlier.emulator_identity, &new.emulator_identity) {
+            (Some(a), Some(b)) => a == b,
+            _ => earlier.emulator_command == new.emulator_command,
+        };
+        if earlier.mode != new.mode || !same_path {
             let path = |m: &Metadata| {
                 m.emulator_command
                     .clone()

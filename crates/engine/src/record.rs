@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 /// Set by the Ctrl-C / SIGTERM handler: the runner finishes the current run's cleanup and stops.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// A stall of the harness longer than this (or than 5 % of the run) makes a run's figures
+/// untrustworthy ([`RunRecord::lost_time`]), s.
+pub const STALL_LIMIT_S: f64 = 1.0;
+
 /// How a run ended.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "status", rename_all = "lowercase")]
@@ -76,6 +80,17 @@ pub struct RunRecord {
     /// Remarks (qdisc used, drain result…).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The run's planned duration (its `--runtime`), s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_s: Option<f64>,
+    /// Wall-clock time from the second side's start to the end of the run's traffic, s:
+    /// about `planned_s`, unless the run was stopped, suspended or starved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
+    /// The longest stretch of the run in which the harness did not get to run when it should
+    /// have (it wakes every few ms to check and start the sides), s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_s: Option<f64>,
     /// Packets dropped inside the emulator: (uplink, downlink).
     #[serde(default)]
     pub emulator_drops: (u64, u64),
@@ -94,9 +109,30 @@ impl RunRecord {
             start: None,
             end: None,
             notes: Vec::new(),
+            planned_s: None,
+            wall_s: None,
+            stalled_s: None,
             emulator_drops: (0, 0),
             simulation: None,
         }
+    }
+
+    /// Why the run's figures cannot be believed because its harness did not run for a stretch
+    /// (stopped with SIGSTOP, a suspended machine, CPU starvation): it stalled for more than
+    /// [`STALL_LIMIT_S`] (or 5 % of the run, if more), or took that much more wall-clock time
+    /// than planned. `None` for a run that kept its time, and for records without times.
+    pub fn lost_time(&self) -> Option<String> {
+        let planned = self.planned_s?;
+        let limit = STALL_LIMIT_S.max(0.05 * planned);
+        let stalled = self.stalled_s.unwrap_or(0.0);
+        let over = self.wall_s.map_or(0.0, |w| w - planned);
+        (stalled > limit || over > limit).then(|| {
+            format!(
+                "the harness did not run for {stalled:.1} s of the run (stopped, suspended or \
+                 starved): it took {:.1} s of wall-clock time for its planned {planned:.1} s",
+                self.wall_s.unwrap_or(planned)
+            )
+        })
     }
 
     /// The records in `dir/pantheon_runs.json`; none if there is no such file. Errors if the
@@ -149,7 +185,7 @@ impl RunRecord {
             head.push_str(&format!("{l}\n"));
         }
         let stats_log = dir.join(format!("{}_stats_run{}.log", self.scheme, self.run_id));
-        if let Err(e) = std::fs::write(&stats_log, head) {
+        if let Err(e) = analyzer::files::write_atomic(&stats_log, head.as_bytes()) {
             if self.outcome == RunOutcome::Ok {
                 self.outcome = RunOutcome::Failed {
                     reason: format!("write {}: {e}", stats_log.display()),
@@ -162,6 +198,30 @@ impl RunRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_whose_harness_lost_time_is_told_apart() {
+        let timed = |planned, wall, stalled| RunRecord {
+            planned_s: Some(planned),
+            wall_s: Some(wall),
+            stalled_s: Some(stalled),
+            ..RunRecord::new("cubic", 1)
+        };
+        assert_eq!(timed(4.0, 4.05, 0.01).lost_time(), None);
+        assert_eq!(RunRecord::new("cubic", 1).lost_time(), None);
+        // SIGSTOPped for 8 s of a 4 s run.
+        let why = timed(4.0, 9.0, 8.0).lost_time().unwrap();
+        assert!(why.contains("did not run for 8.0 s"), "{why}");
+        assert!(
+            why.contains("9.0 s of wall-clock time for its planned 4.0 s"),
+            "{why}"
+        );
+        // Over its time without a measured stall (stopped while not asleep) counts too…
+        assert!(timed(4.0, 6.0, 0.0).lost_time().is_some());
+        // …and the limit grows with the run: 1.2 s of a 60 s run is within 5 %.
+        assert_eq!(timed(60.0, 61.2, 1.2).lost_time(), None);
+        assert!(timed(60.0, 64.0, 3.5).lost_time().is_some());
+    }
 
     #[test]
     fn run_records_are_added_or_replaced_and_never_dropped() {

@@ -644,6 +644,12 @@ impl Registry {
                 file: file.to_owned(),
                 message: e.to_string(),
             })?;
+            if let Err(e) = analyzer::files::check_name(&s.name) {
+                return Err(RegistryError::Descriptor {
+                    file: file.to_owned(),
+                    message: format!("name: {e}"),
+                });
+            }
             if s.receiver.command.is_empty() || s.sender.command.is_empty() {
                 return Err(RegistryError::Descriptor {
                     file: file.to_owned(),
@@ -715,9 +721,10 @@ impl Registry {
                 .collect();
             files.sort();
             for f in files {
-                let text = std::fs::read_to_string(&f).map_err(|e| RegistryError::Descriptor {
-                    file: f.display().to_string(),
-                    message: e.to_string(),
+                let text = analyzer::files::read_regular_text(&f, "a scheme descriptor", 1 << 20)
+                    .map_err(|e| RegistryError::Descriptor {
+                    file: e.path,
+                    message: e.reason,
                 })?;
                 add(&f.display().to_string(), &text)?;
             }

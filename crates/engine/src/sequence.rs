@@ -188,6 +188,10 @@ pub fn run_sequence(
     sleep_checked(sides, plan.first_side_setup)?;
     let start = Instant::now();
     record.start = Some(utc_now());
+    record.planned_s = Some(plan.runtime.as_secs_f64());
+    // The longest the loop overslept its wait: a harness that was stopped (SIGSTOP),
+    // suspended or starved of CPU did not run its sides or its tunnels then.
+    let mut stalled = Duration::ZERO;
     let mut pending = events(flows).into_iter().peekable();
     loop {
         while let Some(&(at, event)) = pending.peek() {
@@ -225,9 +229,13 @@ pub fn run_sequence(
             .peek()
             .map_or(plan.runtime, |&(at, _)| at.min(plan.runtime));
         let wait = next.saturating_sub(start.elapsed()).min(sides.poll());
+        let slept = Instant::now();
         std::thread::sleep(wait);
+        stalled = stalled.max(slept.elapsed().saturating_sub(wait));
     }
     record.end = Some(utc_now());
+    record.wall_s = Some(start.elapsed().as_secs_f64());
+    record.stalled_s = Some(stalled.as_secs_f64());
     progress(1.0);
     Ok(())
 }

@@ -94,12 +94,13 @@ pub fn run_work(
         let workload = Workload::parse(spec).ok();
         // The flow's share of the run: from its start to its stop or the run's end (its
         // sender starts nothing after it: `{duration}`).
+        let runtime = meta.runtime_of(name, run_id);
         let (start_s, end_s) = match &meta.mix {
             Some(m) if m.name == name => {
                 let f = &m.flows[i - 1];
-                (f.start, f.stop.unwrap_or(meta.runtime))
+                (f.start, f.stop.unwrap_or(runtime))
             }
-            _ => (meta.interval * (i - 1) as f64, meta.runtime),
+            _ => (meta.interval * (i - 1) as f64, runtime),
         };
         let window_s = (end_s - start_s).max(0.0);
         let load = |bytes: u64| {
@@ -120,8 +121,10 @@ pub fn run_work(
                 let (objects, bytes) = drawn(&w, flow_seed(seed, run_id, flow_no), window_s);
                 (objects, load(bytes))
             });
+        // Only a transfer that finished has a completion time, by either clock.
+        let finished = !transfers.fct_ms().is_empty();
         let tunnel_fct_ms = frames
-            .filter(|_| single)
+            .filter(|_| single && finished)
             .and_then(|f| f.flow_span(id, DATA_PACKET_BYTES).ok().flatten())
             .map(|(first, last)| last - first);
         if let (Some(t), Some(fct)) = (tunnel_fct_ms, transfers.fct_ms().first()) {

@@ -522,7 +522,10 @@ pub fn experiment(
     plan.check(registry)?;
     plan.check_remote()?;
     check_options(opts, &nodes.remote.host)?;
-    let existing = experiment::prepare(&mut plan, dir)?;
+    let experiment::Prepared {
+        existing,
+        lock: _held,
+    } = experiment::prepare(&mut plan, dir)?;
     let earlier = match &existing {
         Existing::Append(earlier) => Some(&**earlier),
         _ => None,

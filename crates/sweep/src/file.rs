@@ -197,6 +197,13 @@ pub const AXES: [&str; 5] = [
 ];
 
 impl SweepFile {
+    /// Reads and parses sweep file `path` ([`SweepFile::parse`]), if it is a regular file of
+    /// at most 1 MiB (a FIFO or a device is refused by type, never read).
+    pub fn load(path: &std::path::Path) -> anyhow::Result<SweepFile> {
+        let text = analyzer::files::read_regular_text(path, "a sweep file", 1 << 20)?;
+        SweepFile::parse(&text, &path.display().to_string())
+    }
+
     /// Reads a sweep file; `file` names it in errors, which give the key and line.
     pub fn parse(text: &str, file: &str) -> anyhow::Result<SweepFile> {
         let f: SweepFile = toml::from_str(text).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;

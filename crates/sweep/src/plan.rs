@@ -10,7 +10,9 @@ use emucal::emulator::Emulator;
 use emucal::mm::{LinkDirection, LinkShell, Shell};
 use emucal::queue::QueueSpec;
 use engine::experiment::{Local, ResultsDir};
-use engine::plan::{ExperimentPlan, Reuse, DRAIN_TIMEOUT_S, FIRST_SIDE_SETUP_S};
+use engine::plan::{
+    seconds, ExperimentPlan, Reuse, DRAIN_TIMEOUT_S, FIRST_SIDE_SETUP_S, MAX_RUNTIME,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::file::SweepFile;
@@ -279,8 +281,7 @@ impl SweepPlan {
         let plan = ExperimentPlan {
             schemes: vec![mix.name.clone()],
             run_times: 1,
-            runtime: Duration::try_from_secs_f64(self.file.runtime)
-                .with_context(|| format!("runtime {}", self.file.runtime))?,
+            runtime: seconds(self.file.runtime, "runtime", MAX_RUNTIME)?,
             first_side_setup: Duration::from_secs_f64(FIRST_SIDE_SETUP_S),
             drain_timeout: Duration::from_secs_f64(DRAIN_TIMEOUT_S),
             data_dir: data_dir.to_owned(),
@@ -296,6 +297,7 @@ impl SweepPlan {
             dir: ResultsDir {
                 reuse: Reuse::Refuse,
                 start_run_id: Some(p.run),
+                wait_lock: false,
             },
             write_traces,
             preset: env.emulator.clone(),

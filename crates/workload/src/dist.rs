@@ -86,8 +86,13 @@ pub enum DistError {
     },
 }
 
+/// The largest size a workload may name, bytes (1 PB: 93 days at 1 Gbit/s, far beyond any run;
+/// and every size up to it is exact in the `f64` sizes are parsed into and in the `u64` they
+/// are sent as).
+pub const MAX_SIZE_BYTES: f64 = 1e15;
+
 /// Parses a size: a non-negative number with an optional suffix `k`/`K`, `M`, `G` (powers of
-/// 10: `1.5M` = 1 500 000). Errors name the text.
+/// 10: `1.5M` = 1 500 000), at most [`MAX_SIZE_BYTES`]. Errors name the text.
 pub fn parse_size(text: &str) -> Result<f64, DistError> {
     let (number, unit) = match text.chars().last() {
         Some('k' | 'K') => (&text[..text.len() - 1], 1e3),
@@ -104,6 +109,15 @@ pub fn parse_size(text: &str) -> Result<f64, DistError> {
             DistError::Spec(format!(
                 "`{text}` is not a size (a non-negative number, optionally with k, M or G)"
             ))
+        })
+        .and_then(|v| {
+            if v > MAX_SIZE_BYTES {
+                Err(DistError::Spec(format!(
+                    "`{text}` is larger than the largest size supported, 1 PB (1000000G)"
+                )))
+            } else {
+                Ok(v)
+            }
         })
 }
 
@@ -198,10 +212,14 @@ impl fmt::Display for SizeDist {
 impl EmpiricalCdf {
     /// Reads an empirical CDF file. Errors name the file, and the line of a malformed point.
     pub fn read(path: &Path) -> Result<EmpiricalCdf, DistError> {
-        let text = std::fs::read_to_string(path).map_err(|e| DistError::File {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
+        // 16 MiB: a million points; a FIFO or a device is refused by type, never read.
+        let text =
+            analyzer::files::read_regular_text(path, "a CDF file", 16 << 20).map_err(|e| {
+                DistError::File {
+                    path: e.path,
+                    reason: e.reason,
+                }
+            })?;
         EmpiricalCdf::parse(&text, &path.display().to_string())
     }
 
@@ -360,6 +378,13 @@ mod tests {
     fn sizes_take_decimal_suffixes() {
         assert_eq!(parse_size("1.5M").unwrap(), 1.5e6);
         assert_eq!(parse_size("100k").unwrap(), 1e5);
+        // 2^64 bytes is refused, not saturated.
+        let e = parse_size("18446744073709551616").unwrap_err().to_string();
+        assert!(
+            e.contains("larger than the largest size supported, 1 PB"),
+            "{e}"
+        );
+        assert_eq!(parse_size("1000000G").unwrap(), MAX_SIZE_BYTES);
         assert_eq!(
             SizeDist::parse("1000000").unwrap(),
             SizeDist::Fixed(1_000_000)

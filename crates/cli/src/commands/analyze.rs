@@ -18,11 +18,21 @@ pub(crate) struct AnalyzeArgs {
     /// `pantheon run --baseline` recorded).
     #[arg(long, value_name = "DIR")]
     baseline: Option<PathBuf>,
+    /// If another command is writing DIR (a run, another analysis), wait for it to end instead
+    /// of refusing at once.
+    #[arg(long)]
+    wait_lock: bool,
 }
 
 /// Analyses the directory and prints the summary (Markdown).
 pub(crate) fn exec(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::load(a.schemes_dir.as_deref())?;
+    // One writer at a time: a run still writing DIR, or another analysis, is not raced.
+    let _held = a
+        .dir
+        .is_dir()
+        .then(|| engine::experiment::lock(&a.dir, a.wait_lock))
+        .transpose()?;
     let analysis = engine::analyze::analyze_dir_with(&a.dir, &registry, a.baseline.as_deref())?;
     println!("{}", analysis.summary_md);
     Ok(ExitCode::SUCCESS)

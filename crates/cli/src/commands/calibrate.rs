@@ -17,7 +17,8 @@ use {
 };
 
 #[cfg(feature = "calibrate")]
-use super::{install_interrupt_handler, secs};
+use super::install_interrupt_handler;
+use engine::plan::{seconds, MAX_RUNTIME};
 
 /// `pantheon calibrate`'s flags.
 #[derive(Args)]
@@ -274,7 +275,7 @@ impl CalibrateArgs {
         use emucal::mm::Delivery;
         Ok(engine::calibrate::CalibrateOptions {
             schemes,
-            runtime: secs(self.runtime, "--runtime")?,
+            runtime: seconds(self.runtime, "--runtime", MAX_RUNTIME)?,
             run_times: self.run_times,
             jobs: self.jobs.unwrap_or(1),
             max_evals: self.max_evals,

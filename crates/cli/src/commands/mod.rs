@@ -4,7 +4,6 @@
 //! `main` as `error: …` with exit status 2.
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::Subcommand;
@@ -181,12 +180,6 @@ pub(crate) fn left_out(command: &str, feature: &str) -> anyhow::Result<ExitCode>
         &format!("`pantheon {command}`"),
         feature
     )))
-}
-
-/// `s` seconds as a duration; an error names `flag` if it is negative or not finite.
-pub(crate) fn secs(s: f64, flag: &str) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(s)
-        .map_err(|_| anyhow::anyhow!("{flag} must be a non-negative number of seconds"))
 }
 
 /// Ctrl-C / SIGTERM: the runner finishes the current run's cleanup and stops; a second one

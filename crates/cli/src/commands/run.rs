@@ -9,7 +9,9 @@ use clap::{Args, Subcommand};
 use emucal::emulator::Emulator;
 use engine::experiment;
 use engine::mix::{Config, Mix};
-use engine::plan::{ExperimentPlan, Reuse};
+use engine::plan::{
+    seconds, ExperimentPlan, Reuse, MAX_DRAIN_TIMEOUT, MAX_FIRST_SIDE_SETUP, MAX_RUNTIME,
+};
 use engine::record::{RunOutcome, RunRecord};
 use engine::schemes::{Registry, SystemInfo};
 use engine::sequence::RunSpec;
@@ -18,7 +20,7 @@ use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-use super::{install_interrupt_handler, secs};
+use super::install_interrupt_handler;
 
 #[derive(Subcommand)]
 pub(crate) enum RunMode {
@@ -200,6 +202,10 @@ pub(crate) struct CommonRunArgs {
     /// Move the results already in --data-dir to `<data-dir>.replaced-<UTC time>` first.
     #[arg(long)]
     overwrite: bool,
+    /// If another command is writing --data-dir (each results directory has one writer at a
+    /// time), wait for it to end instead of refusing at once.
+    #[arg(long)]
+    wait_lock: bool,
     /// Extra scheme descriptors (*.toml) that add to or override the built-in ones.
     #[arg(long)]
     schemes_dir: Option<PathBuf>,
@@ -254,11 +260,7 @@ fn mix_of(c: &CommonRunArgs) -> anyhow::Result<Option<Mix>> {
     let Some(file) = &c.config_file else {
         return Ok(None);
     };
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("read --config-file {}", file.display()))?;
-    Ok(Some(
-        Config::from_yaml(&text, &file.display().to_string())?.mix,
-    ))
+    Ok(Some(Config::load(file).context("--config-file")?.mix))
 }
 
 /// The schemes of `--schemes`, or with `--all` every scheme that can run here (with
@@ -315,10 +317,14 @@ fn common_plan(
         schemes,
         run_times: c.run_times,
         start_run_id: c.start_run_id.unwrap_or(1),
-        runtime: secs(c.runtime, "--runtime")?,
+        runtime: seconds(c.runtime, "--runtime", MAX_RUNTIME)?,
         flows: c.flows,
-        interval: secs(c.interval, "--interval")?,
-        first_side_setup: secs(c.first_side_setup, "--first-side-setup")?,
+        interval: seconds(c.interval, "--interval", MAX_RUNTIME)?,
+        first_side_setup: seconds(
+            c.first_side_setup,
+            "--first-side-setup",
+            MAX_FIRST_SIDE_SETUP,
+        )?,
         drain_timeout: Duration::ZERO,
         random_order: c.random_order,
         data_dir: c.data_dir.clone(),
@@ -345,6 +351,7 @@ fn results_dir(c: &CommonRunArgs) -> experiment::ResultsDir {
             _ => Reuse::Refuse,
         },
         start_run_id: c.start_run_id,
+        wait_lock: c.wait_lock,
     }
 }
 
@@ -400,7 +407,7 @@ fn local_experiment(
     let seed = a.seed.unwrap_or_else(clock_seed);
     let (emulator, write_traces) = emulator_of(&a, &a.common.data_dir)?;
     let plan = ExperimentPlan {
-        drain_timeout: secs(a.drain_timeout, "--drain-timeout")?,
+        drain_timeout: seconds(a.drain_timeout, "--drain-timeout", MAX_DRAIN_TIMEOUT)?,
         emulator: Some(emulator),
         host_latency: sim.unwrap_or_default(),
         ..common_plan(&a.common, registry, seed, simulate)?
@@ -541,7 +548,7 @@ fn run_remote(a: RemoteArgs) -> anyhow::Result<ExitCode> {
         ntp_addr: a.ntp_addr.clone(),
         ntp_samples: a.ntp_samples,
         max_clock_move_ns: (a.max_clock_move_ms * 1e6) as i64,
-        drain: secs(a.drain, "--drain")?,
+        drain: seconds(a.drain, "--drain", MAX_DRAIN_TIMEOUT)?,
     };
     let nodes = Nodes {
         local: &local,
@@ -569,6 +576,29 @@ const NOT_IN_CONFIG: &[&str] = &[
     "config-file",
     "workload",
 ];
+
+/// Checks a config file's `value` for flag `arg` as the command line would, and the durations'
+/// bounds: errors say what is wrong, for the caller to name the file and key.
+fn check_config_value(arg: &clap::Arg, value: &str) -> anyhow::Result<()> {
+    // The value alone, parsed by the flag's parser as the command line would parse it.
+    let flag = clap::Arg::new("value")
+        .long("value")
+        .value_parser(arg.get_value_parser().clone());
+    clap::Command::new("config")
+        .arg(flag)
+        .try_get_matches_from(["config".to_owned(), format!("--value={value}")])
+        .map_err(|e| anyhow::anyhow!("`{value}` is not a valid value ({})", e.kind()))?;
+    let bound = match arg.get_long() {
+        Some("runtime" | "interval") => Some(MAX_RUNTIME),
+        Some("first-side-setup") => Some(MAX_FIRST_SIDE_SETUP),
+        Some("drain-timeout" | "drain") => Some(MAX_DRAIN_TIMEOUT),
+        _ => None,
+    };
+    if let Some(max) = bound {
+        seconds(value.parse()?, "the value", max)?;
+    }
+    Ok(())
+}
 
 /// Pantheon's config-file keys as defaults of `pantheon run local|remote`'s flags: each key of
 /// the `--config-file FILE` (`-c FILE`) that the command line does not give is added to it
@@ -599,9 +629,7 @@ pub(crate) fn with_config_defaults(
     let Some(file) = file else {
         return Ok(args);
     };
-    let text =
-        std::fs::read_to_string(&file).with_context(|| format!("read --config-file {file}"))?;
-    let config = Config::from_yaml(&text, &file)?;
+    let config = Config::load(Path::new(&file)).context("--config-file")?;
     let sub = cli
         .find_subcommand("run")
         .and_then(|r| r.find_subcommand(mode))
@@ -634,8 +662,9 @@ pub(crate) fn with_config_defaults(
                 _ => anyhow::bail!("{file}: `{key}` must be true or false, got `{value}`"),
             }
         } else {
-            added.push(long.into());
-            added.push(value.into());
+            check_config_value(arg, value).map_err(|e| anyhow::anyhow!("{file}: `{key}`: {e}"))?;
+            // One word, so that a value starting with `-` is not taken for a flag.
+            added.push(format!("{long}={value}").into());
         }
     }
     let mut out = args[..3].to_vec();
@@ -684,11 +713,11 @@ mod tests {
         );
         let out = expand(f.path(), "run local -c FILE -t 20 --data-dir d").unwrap();
         assert_eq!(
-            out[..3].join(" ") + " " + &out[3..9].join("|"),
-            "pantheon run local --prepend-mm-cmds|mm-delay 20|--random-order|--run-times|3|-c"
+            out[..3].join(" ") + " " + &out[3..7].join("|"),
+            "pantheon run local --prepend-mm-cmds=mm-delay 20|--random-order|--run-times=3|-c"
         );
         // The command line's -t stays, the file's runtime is not added.
-        assert!(!out.contains(&"--runtime".to_owned()), "{out:?}");
+        assert!(!out.iter().any(|w| w.starts_with("--runtime")), "{out:?}");
         assert!(out.ends_with(&["-t".into(), "20".into(), "--data-dir".into(), "d".into()]));
         // Other commands, or no config file: unchanged.
         let same = expand(f.path(), "analyze FILE").unwrap();
@@ -715,6 +744,18 @@ mod tests {
                 "must be true or false",
             ),
             ("test-name: t\nflows: [{scheme: a, start: x}]\n", "flows[1]"),
+            (
+                "test-name: t\nflows: [{scheme: a}]\nruntime: -3\n",
+                "`runtime`: the value must be a non-negative number of seconds, got -3",
+            ),
+            (
+                "test-name: t\nflows: [{scheme: a}]\ndrain-timeout: 1e19\n",
+                "`drain-timeout`: the value is 10000000000000000000 s, longer than",
+            ),
+            (
+                "test-name: t\nflows: [{scheme: a}]\nrun-times: lots\n",
+                "`run-times`: `lots` is not a valid value",
+            ),
         ] {
             let f = config(text);
             let e = expand(f.path(), "run local --config-file FILE").unwrap_err();
@@ -723,6 +764,12 @@ mod tests {
             assert!(e.contains(says), "{text}: {e}");
         }
         let e = expand(Path::new("/nonexistent.yml"), "run local -c FILE").unwrap_err();
-        assert!(format!("{e:#}").contains("read --config-file /nonexistent.yml"));
+        assert!(format!("{e:#}").contains("--config-file: /nonexistent.yml: "));
+        // A device is refused by type, never read (it would be read until memory ran out).
+        let e = expand(Path::new("/dev/zero"), "run local -c FILE").unwrap_err();
+        assert!(
+            format!("{e:#}").contains("/dev/zero: is a character device, not a regular file"),
+            "{e:#}"
+        );
     }
 }

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use engine::schemes::{Registry, Scheme, SystemInfo};
 
-use super::secs;
+use engine::plan::{seconds, MAX_RUNTIME};
 
 /// Where source schemes' repositories come from when the network does not reach them.
 #[derive(clap::Args)]
@@ -149,7 +149,7 @@ pub(crate) fn exec(action: SchemesAction) -> anyhow::Result<ExitCode> {
             let verdicts = engine::check::check(
                 &registry,
                 &names,
-                secs(runtime, "--runtime")?,
+                seconds(runtime, "--runtime", MAX_RUNTIME)?,
                 work.path(),
                 &tag,
             )?;

@@ -152,8 +152,7 @@ pub(crate) fn exec(a: SweepArgs) -> anyhow::Result<ExitCode> {
 /// results directory, runs the missing points (here or on Slurm) and collects them.
 #[cfg(feature = "sweep")]
 fn run(file: &Path, a: &SweepArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
-    let f = SweepFile::parse(&text, &file.display().to_string())?;
+    let f = SweepFile::load(file)?;
     let registry = Registry::load(a.schemes_dir.as_deref())?;
     let mut plan = SweepPlan::new(&f);
     plan.check(&registry)
@@ -162,7 +161,8 @@ fn run(file: &Path, a: &SweepArgs) -> anyhow::Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(format!("sweep-{}", f.name)));
-    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    // One `pantheon sweep` at a time in a sweep's directory (its points lock their own).
+    let _held = engine::experiment::lock(&dir, false)?;
     // Absolute, as the points may run elsewhere (Slurm nodes) from another directory.
     let dir = dir
         .canonicalize()

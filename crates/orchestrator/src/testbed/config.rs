@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use engine::plan::{seconds, MAX_RUNTIME};
 use serde::Deserialize;
 
 /// A node's kind of access link, as Pantheon's results were split (wired runs 10 times,
@@ -208,8 +209,7 @@ impl TestbedConfig {
     /// Errors: unreadable file, TOML syntax or unknown key (with line and column), fewer than
     /// two nodes, duplicate or malformed node names, empty scheme list, non-positive durations.
     pub fn load(path: &Path) -> anyhow::Result<TestbedConfig> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+        let text = analyzer::files::read_regular_text(path, "a testbed file", 1 << 20)?;
         let mut c = TestbedConfig::parse(&text).with_context(|| path.display().to_string())?;
         if c.credentials.is_relative() {
             let base = path.parent().unwrap_or(Path::new("."));
@@ -244,18 +244,19 @@ impl TestbedConfig {
                 m.flows
             );
         }
-        for (v, what) in [
-            (m.runtime, "[matrix] runtime"),
-            (c.schedule.every, "[schedule] every"),
-            (c.call_timeout, "call_timeout"),
+        // Bounded so that no clock arithmetic overflows: a run or an agent's answer within a
+        // day, a schedule within a year.
+        let year = Duration::from_secs(365 * 86_400);
+        for (v, what, max) in [
+            (m.runtime, "[matrix] runtime", MAX_RUNTIME),
+            (c.schedule.every, "[schedule] every", year),
+            (c.call_timeout, "call_timeout", MAX_RUNTIME),
         ] {
-            if !(v.is_finite() && v > 0.0) {
+            if seconds(v, what, max)?.is_zero() {
                 bail!("{what} must be a positive number of seconds, got {v}");
             }
         }
-        if !(m.interval.is_finite() && m.interval >= 0.0) {
-            bail!("[matrix] interval must be ≥ 0 s, got {}", m.interval);
-        }
+        seconds(m.interval, "[matrix] interval", MAX_RUNTIME)?;
         Ok(c)
     }
 

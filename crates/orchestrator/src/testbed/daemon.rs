@@ -31,7 +31,7 @@ use crate::agent::auth::Credentials;
 use crate::agent::client::AgentClient;
 use crate::remote::{self, Descriptions, Node, Nodes, RemoteOptions};
 use engine::experiment::{self, RunsOptions};
-use engine::plan::ExperimentPlan;
+use engine::plan::{seconds, ExperimentPlan, MAX_RUNTIME};
 use engine::record::{RunOutcome, RunRecord};
 use engine::schemes::Registry;
 use engine::sequence::RunSpec;
@@ -361,9 +361,9 @@ impl Daemon {
         let plan = ExperimentPlan {
             schemes: e.schemes.clone(),
             run_times: e.run_times,
-            runtime: Duration::from_secs_f64(e.runtime_s),
+            runtime: seconds(e.runtime_s, "runtime_s", MAX_RUNTIME)?,
             flows: e.flows,
-            interval: Duration::from_secs_f64(e.interval_s),
+            interval: seconds(e.interval_s, "interval_s", MAX_RUNTIME)?,
             drain_timeout: Duration::ZERO,
             data_dir: dir.to_owned(),
             seed: 0,
