@@ -429,14 +429,25 @@ fn parse_delivery(name: &str, value: &str) -> Result<Delivery, MmError> {
 }
 
 /// A positive finite number, or an error naming the shell and the argument.
-fn parse_positive(shell: &str, what: &str, word: Option<&String>) -> Result<f64, MmError> {
+/// The longest delay or period a shell may add, ms: a day (`mm-delay`, `pt-aggregate`,
+/// `mm-onoff`/`mm-intermittent` periods, CoDel's and PIE's times). Every time stays far from
+/// what nanoseconds in a `u64` hold, so no clock arithmetic wraps.
+pub const MAX_DELAY_MS: u64 = 86_400_000;
+
+/// A positive number within `[min, max]` (`what` names it and its unit in errors).
+fn parse_positive(
+    shell: &str,
+    what: &str,
+    word: Option<&String>,
+    (min, max): (f64, f64),
+) -> Result<f64, MmError> {
     let w = word.map(String::as_str).unwrap_or("");
     w.parse::<f64>()
         .ok()
-        .filter(|v| *v > 0.0 && v.is_finite())
+        .filter(|v| (min..=max).contains(v))
         .ok_or_else(|| {
             syntax(format!(
-                "{shell}: {what} must be a positive number, got `{w}`"
+                "{shell}: {what} must be a positive number from {min} to {max}, got `{w}`"
             ))
         })
 }
@@ -452,14 +463,17 @@ fn parse_direction(shell: &str, word: Option<&String>) -> Result<LinkDirection, 
     }
 }
 
+/// A mean period of `mm-onoff`/`mm-intermittent`, seconds: 0 (never in that state), or from
+/// 1 ms (shorter periods would have the emulator switch without end) to a day.
 fn parse_seconds(shell: &str, what: &str, word: Option<&String>) -> Result<f64, MmError> {
     let w = word.map(String::as_str).unwrap_or("");
+    let max = MAX_DELAY_MS as f64 / 1000.0;
     w.parse::<f64>()
         .ok()
-        .filter(|v| *v >= 0.0 && v.is_finite())
+        .filter(|v| *v == 0.0 || (0.001..=max).contains(v))
         .ok_or_else(|| {
             syntax(format!(
-                "{shell}: {what} must be a non-negative number of seconds, got `{w}`"
+                "{shell}: {what} must be 0 or a number of seconds from 0.001 to {max}, got `{w}`"
             ))
         })
 }
@@ -558,11 +572,16 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
             "mm-delay" => {
                 let a = arg(1)
                     .ok_or_else(|| syntax("mm-delay needs DELAY_MS (one-way delay, ms)".into()))?;
-                let ms = a.parse::<u64>().map_err(|_| {
-                    syntax(format!(
-                        "mm-delay: `{a}` is not a non-negative integer number of ms"
-                    ))
-                })?;
+                let ms = a
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|ms| *ms <= MAX_DELAY_MS)
+                    .ok_or_else(|| {
+                        syntax(format!(
+                            "mm-delay: `{a}` is not an integer number of ms from 0 to \
+                             {MAX_DELAY_MS} (a day)"
+                        ))
+                    })?;
                 i += 2;
                 Shell::Delay { ms }
             }
@@ -606,7 +625,7 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
             }
             "pt-policer" => {
                 let direction = parse_direction("pt-policer", arg(1))?;
-                let rate_mbps = parse_positive("pt-policer", "RATE_MBPS", arg(2))?;
+                let rate_mbps = parse_positive("pt-policer", "RATE_MBPS", arg(2), (0.001, 1e6))?;
                 let b = arg(3).map(String::as_str).unwrap_or("");
                 let burst_bytes = b.parse::<u64>().ok().filter(|b| *b > 0).ok_or_else(|| {
                     syntax(format!(
@@ -622,7 +641,12 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
             }
             "pt-aggregate" => {
                 let direction = parse_direction("pt-aggregate", arg(1))?;
-                let interval_ms = parse_positive("pt-aggregate", "INTERVAL_MS", arg(2))?;
+                let interval_ms = parse_positive(
+                    "pt-aggregate",
+                    "INTERVAL_MS",
+                    arg(2),
+                    (0.001, MAX_DELAY_MS as f64),
+                )?;
                 i += 3;
                 Shell::Aggregate {
                     direction,

@@ -116,9 +116,16 @@ impl QueueSpec {
             Ok(l)
         };
         let required = |name: &str| -> Result<u64, String> {
-            arg(name)?.ok_or_else(|| {
+            let ms = arg(name)?.ok_or_else(|| {
                 format!("queue type `{kind}` needs a nonzero {name}=N (ms), got {args:?}")
-            })
+            })?;
+            if ms > crate::mm::MAX_DELAY_MS {
+                return Err(format!(
+                    "queue type `{kind}`: {name}={ms} ms is longer than a day ({} ms)",
+                    crate::mm::MAX_DELAY_MS
+                ));
+            }
+            Ok(ms)
         };
         match kind {
             "infinite" => {

@@ -87,10 +87,15 @@ fn check_flow(flow: &FlowSpec, what: &str) -> Result<(), MixError> {
     if flow.scheme.is_empty() {
         return Err(bad("no scheme name".into()));
     }
-    for (name, v) in [("start", flow.start), ("delay", flow.delay)] {
-        if !v.is_finite() || v < 0.0 {
+    // At most a day each: the run's own bound (s) and the emulator's (ms).
+    let day_s = crate::plan::MAX_RUNTIME.as_secs_f64();
+    for (name, v, max, unit) in [
+        ("start", flow.start, day_s, "s"),
+        ("delay", flow.delay, day_s * 1000.0, "ms"),
+    ] {
+        if !(v.is_finite() && (0.0..=max).contains(&v)) {
             return Err(bad(format!(
-                "{name} must be a non-negative number, got {v}"
+                "{name} must be a number from 0 to {max} {unit} (a day), got {v}"
             )));
         }
     }

@@ -89,4 +89,35 @@ proptest! {
             within && !(runtime == 0 && nanos == 0)
         );
     }
+
+    /// Any number in every emulator shell that takes one: refused, or within a day (no
+    /// emulator clock can wrap), never a panic.
+    #[test]
+    fn emulator_shells_never_panic(n in any::<u64>(), x in any::<f64>()) {
+        let words = |text: String| -> Vec<String> {
+            text.split_whitespace().map(str::to_owned).collect()
+        };
+        for text in [
+            format!("mm-delay {n}"),
+            format!("mm-delay {x}"),
+            format!("mm-loss uplink {x}"),
+            format!("mm-onoff uplink {x} {x}"),
+            format!("mm-intermittent downlink {x} 1"),
+            format!("pt-aggregate uplink {x}"),
+            format!("pt-policer uplink {x} {n}"),
+            format!(
+                "mm-link a b --uplink-queue=codel \
+                 --uplink-queue-args=packets={n},target={n},interval={n}"
+            ),
+            format!("mm-link a b --uplink-queue=pie --uplink-queue-args=bytes={n},qdelay_ref={n},max_burst={n}"),
+        ] {
+            if let Ok(chain) = emucal::mm::parse_chain(&words(text.clone())) {
+                for shell in &chain.shells {
+                    if let emucal::mm::Shell::Delay { ms } = shell {
+                        prop_assert!(*ms <= emucal::mm::MAX_DELAY_MS, "{text}");
+                    }
+                }
+            }
+        }
+    }
 }
