@@ -62,8 +62,8 @@ impl std::fmt::Display for SimulationCost {
 
 /// The record of one run, one element of `pantheon_runs.json` (ours: Pantheon keeps no such
 /// file): `{"scheme", "run_id", "status": "ok"|"failed"|"interrupted", "reason" (failed),
-/// "start", "end", "notes", "emulator_drops": [uplink, downlink]}`, and `"simulation"` for a
-/// simulated run.
+/// "start", "end", "notes", "planned_s", "wall_s", "stalled_s", "emulator_drops": [uplink,
+/// downlink]}`, and `"simulation"` for a simulated run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {
     /// Scheme name.
