@@ -429,10 +429,7 @@ fn parse_delivery(name: &str, value: &str) -> Result<Delivery, MmError> {
 }
 
 /// A positive finite number, or an error naming the shell and the argument.
-/// The longest delay or period a shell may add, ms: a day (`mm-delay`, `pt-aggregate`,
-/// `mm-onoff`/`mm-intermittent` periods, CoDel's and PIE's times). Every time stays far from
-/// what nanoseconds in a `u64` hold, so no clock arithmetic wraps.
-pub const MAX_DELAY_MS: u64 = 86_400_000;
+pub use crate::queue::MAX_DELAY_MS;
 
 /// A positive number within `[min, max]` (`what` names it and its unit in errors).
 fn parse_positive(
@@ -461,6 +458,19 @@ fn parse_direction(shell: &str, word: Option<&String>) -> Result<LinkDirection, 
             other.unwrap_or("")
         ))),
     }
+}
+
+/// `mm-delay`'s DELAY_MS: an integer number of ms, at most [`MAX_DELAY_MS`].
+fn parse_delay_ms(word: Option<&String>) -> Result<u64, MmError> {
+    let a = word.ok_or_else(|| syntax("mm-delay needs DELAY_MS (one-way delay, ms)".into()))?;
+    a.parse::<u64>()
+        .ok()
+        .filter(|ms| *ms <= MAX_DELAY_MS)
+        .ok_or_else(|| {
+            syntax(format!(
+                "mm-delay: `{a}` is not an integer number of ms from 0 to {MAX_DELAY_MS} (a day)"
+            ))
+        })
 }
 
 /// A mean period of `mm-onoff`/`mm-intermittent`, seconds: 0 (never in that state), or from
@@ -570,18 +580,7 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
         let arg = |k: usize| words.get(i + k);
         let shell = match word.as_str() {
             "mm-delay" => {
-                let a = arg(1)
-                    .ok_or_else(|| syntax("mm-delay needs DELAY_MS (one-way delay, ms)".into()))?;
-                let ms = a
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|ms| *ms <= MAX_DELAY_MS)
-                    .ok_or_else(|| {
-                        syntax(format!(
-                            "mm-delay: `{a}` is not an integer number of ms from 0 to \
-                             {MAX_DELAY_MS} (a day)"
-                        ))
-                    })?;
+                let ms = parse_delay_ms(arg(1))?;
                 i += 2;
                 Shell::Delay { ms }
             }

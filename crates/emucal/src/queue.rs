@@ -11,6 +11,11 @@ use rand::{Rng, SeedableRng};
 
 use crate::Packet;
 
+/// The longest delay or period a shell may add, ms: a day (`mm-delay`, `pt-aggregate`,
+/// `mm-onoff`/`mm-intermittent` periods, CoDel's and PIE's times). Every time stays far from
+/// what nanoseconds in a `u64` hold, so no clock arithmetic wraps.
+pub const MAX_DELAY_MS: u64 = 86_400_000;
+
 /// Mahimahi's per-packet header that all of mm-link's byte accounting includes.
 pub const TUN_HEADER: usize = 4;
 /// Bytes of one delivery opportunity (a 1500-byte IP packet + the 4-byte header); CoDel and
@@ -119,10 +124,10 @@ impl QueueSpec {
             let ms = arg(name)?.ok_or_else(|| {
                 format!("queue type `{kind}` needs a nonzero {name}=N (ms), got {args:?}")
             })?;
-            if ms > crate::mm::MAX_DELAY_MS {
+            if ms > MAX_DELAY_MS {
                 return Err(format!(
                     "queue type `{kind}`: {name}={ms} ms is longer than a day ({} ms)",
-                    crate::mm::MAX_DELAY_MS
+                    MAX_DELAY_MS
                 ));
             }
             Ok(ms)

@@ -636,7 +636,7 @@ pub fn run_step(request: &Path) -> anyhow::Result<StepResult> {
         }
         let opts = CalibrateOptions {
             schemes: r.schemes.clone(),
-            runtime: crate::plan::seconds(r.runtime_s, "runtime_s", crate::plan::MAX_RUNTIME)?,
+            runtime: crate::bounds::seconds(r.runtime_s, "runtime_s", crate::bounds::MAX_RUNTIME)?,
             run_times: r.run_times,
             jobs: 1,
             max_evals: 1,

@@ -12,6 +12,8 @@
 //! # Brief overview
 //!
 //! - [`schemes`]: scheme descriptors (`schemes/*.toml`) and whether each can run here.
+//! - [`bounds`]: the upper bound of every duration a user gives, and [`bounds::seconds`],
+//!   which checks one.
 //! - [`mix`]: mixed experiments, flows of different schemes on one bottleneck: `--mix` and
 //!   Pantheon's YAML config file.
 //! - [`plan`]: command-line flags → a validated [`plan::ExperimentPlan`] →
@@ -41,6 +43,7 @@
 //!   sweep's job arrays and the calibration's job steps.
 
 pub mod analyze;
+pub mod bounds;
 #[cfg(feature = "calibrate")]
 pub mod calibrate;
 pub mod check;

@@ -88,7 +88,7 @@ fn check_flow(flow: &FlowSpec, what: &str) -> Result<(), MixError> {
         return Err(bad("no scheme name".into()));
     }
     // At most a day each: the run's own bound (s) and the emulator's (ms).
-    let day_s = crate::plan::MAX_RUNTIME.as_secs_f64();
+    let day_s = crate::bounds::MAX_RUNTIME.as_secs_f64();
     for (name, v, max, unit) in [
         ("start", flow.start, day_s, "s"),
         ("delay", flow.delay, day_s * 1000.0, "ms"),
