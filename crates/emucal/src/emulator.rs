@@ -133,31 +133,37 @@ impl Emulator {
     /// The same path with every relative trace file taken relative to `dir` (a preset's
     /// `100.42mbps.trace` written into the results directory).
     pub fn with_traces_in(&self, dir: &Path) -> Emulator {
-        let mut e = self.clone();
-        for shell in &mut e.shells {
-            if let Shell::Link(l) = shell {
-                l.uplink_trace = dir.join(&l.uplink_trace);
-                l.downlink_trace = dir.join(&l.downlink_trace);
-            }
-        }
-        e
+        self.map_traces(|t| dir.join(t))
     }
 
     /// The same path with every trace file inside `dir` named relative to it (a results
     /// directory's default trace: `12mbps.trace`), so that a record of it stays true when
     /// `dir` is moved; other traces are left as they are.
     pub fn with_traces_relative_to(&self, dir: &Path) -> Emulator {
+        self.map_traces(|t| t.strip_prefix(dir).unwrap_or(t).to_owned())
+    }
+
+    /// The same path with every mm-link's uplink and downlink trace file replaced by
+    /// `rename(file)`.
+    pub fn map_traces(&self, mut rename: impl FnMut(&Path) -> PathBuf) -> Emulator {
+        self.try_map_traces(|t| Ok::<_, std::convert::Infallible>(rename(t)))
+            .unwrap_or_else(|never| match never {})
+    }
+
+    /// [`Emulator::map_traces`] with a `rename` that may fail: its first error.
+    pub fn try_map_traces<E>(
+        &self,
+        mut rename: impl FnMut(&Path) -> Result<PathBuf, E>,
+    ) -> Result<Emulator, E> {
         let mut e = self.clone();
         for shell in &mut e.shells {
             if let Shell::Link(l) = shell {
                 for t in [&mut l.uplink_trace, &mut l.downlink_trace] {
-                    if let Ok(inside) = t.strip_prefix(dir) {
-                        *t = inside.to_owned();
-                    }
+                    *t = rename(t)?;
                 }
             }
         }
-        e
+        Ok(e)
     }
 
     /// The path ready to run ([`EmulatedPath::load`]): traces read; errors name a missing or

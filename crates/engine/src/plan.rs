@@ -367,17 +367,12 @@ impl ExperimentPlan {
         let Some(emulator) = &self.emulator else {
             return Ok(None);
         };
-        let mut e = emulator.clone();
-        for shell in &mut e.shells {
-            if let emucal::mm::Shell::Link(l) = shell {
-                for trace in [&mut l.uplink_trace, &mut l.downlink_trace] {
-                    let digest = Sha256::digest(content(trace)?);
-                    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-                    *trace = PathBuf::from(format!("sha256:{hex}"));
-                }
-            }
-        }
-        Ok(Some(e.command_line()))
+        let named = emulator.try_map_traces(|trace| {
+            let digest = Sha256::digest(content(trace)?);
+            let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+            anyhow::Ok(PathBuf::from(format!("sha256:{hex}")))
+        })?;
+        Ok(Some(named.command_line()))
     }
 
     /// The keys of `pantheon_metadata.json` that local and remote runs share (`mode`, the
