@@ -479,12 +479,6 @@ fn a_results_directory_is_refused_appended_to_or_moved_aside_never_lost() {
     assert_eq!(meta["cc_schemes"], serde_json::json!(["cubic"]));
 }
 
-/// The state letter of process `pid` (`/proc/<pid>/stat`: `Z` for a zombie).
-fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
 #[test]
 fn a_run_killed_with_sigkill_and_not_yet_reaped_leaves_nothing_once_pantheon_clean_has_run() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -528,10 +522,10 @@ fn a_run_killed_with_sigkill_and_not_yet_reaped_leaves_nothing_once_pantheon_cle
     // a zombie, whose /proc entry stays while this test, its parent, holds it.
     child.kill().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while process_state(child.id()) != Some('Z') && std::time::Instant::now() < deadline {
+    while netns::owner::state(child.id()) != Some('Z') && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert_eq!(process_state(child.id()), Some('Z'));
+    assert_eq!(netns::owner::state(child.id()), Some('Z'));
     // What it leaves: its namespaces and the scheme's processes (reparented to init).
     let left = ours();
     assert!(!left.is_empty());
@@ -550,7 +544,11 @@ fn a_run_killed_with_sigkill_and_not_yet_reaped_leaves_nothing_once_pantheon_cle
         assert!(said.contains(ns.as_str()), "{ns} not reported: {said}");
     }
     assert!(ours().is_empty(), "{:?}", ours());
-    assert_eq!(process_state(child.id()), Some('Z'), "reaped too early");
+    assert_eq!(
+        netns::owner::state(child.id()),
+        Some('Z'),
+        "reaped too early"
+    );
     child.wait().unwrap();
     // SIGKILL is delivered asynchronously: give the processes a moment to be gone.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

@@ -69,10 +69,13 @@ pub fn is_alive(pid: u32) -> bool {
 /// Whether process `pid` runs: `/proc/<pid>/stat` exists and its state is neither zombie
 /// (`Z`) nor dead (`X`, `x`).
 pub fn is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| state_of(&stat))
-        .is_some_and(|s| !matches!(s, 'Z' | 'X' | 'x'))
+    state(pid).is_some_and(|s| !matches!(s, 'Z' | 'X' | 'x'))
+}
+
+/// The state letter of process `pid` (`/proc/<pid>/stat`: `R`, `S`, … `Z` for a zombie);
+/// `None` if there is no such process.
+pub fn state(pid: u32) -> Option<char> {
+    state_of(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// The state letter of a `/proc/<pid>/stat` line: the first field after the command name's
