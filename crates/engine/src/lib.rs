@@ -52,6 +52,7 @@ pub mod compare;
 pub mod experiment;
 pub mod mix;
 pub mod plan;
+pub mod provenance;
 pub mod record;
 pub mod rootless;
 pub mod runner;

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::provenance::Provenance;
 use crate::source::{self, Source};
 pub use crate::step::Step;
 
@@ -199,6 +200,10 @@ pub struct Scheme {
     /// `docs/simulation.md`), and as what; `None`: it cannot ([`Scheme::simulated`] says why).
     #[serde(default)]
     pub simulation: Option<Simulation>,
+    /// Which of Pantheon's schemes it stands for, the wrapper it follows and every deviation
+    /// ([`crate::provenance`]); required when its name is one of Pantheon's.
+    #[serde(default)]
+    pub pantheon: Option<Provenance>,
     /// The receiver side.
     pub receiver: SideCommand,
     /// The sender side.
@@ -225,7 +230,8 @@ pub struct Simulation {
 }
 
 /// The names `[simulation] controller` takes.
-pub const SIMULATED_CONTROLLERS: &str = "cubic, newreno, bbr, indigo, indigo_nocalib";
+pub const SIMULATED_CONTROLLERS: &str =
+    "cubic, newreno, bbr, cubic_chromium, indigo, indigo_nocalib";
 
 /// The `[simulation] controller` names of Indigo's committed models (`indigo_controller::models::Trained`),
 /// known here whether or not this build has Indigo (feature `indigo`).
@@ -327,6 +333,13 @@ impl Scheme {
                 self.name
             )
         })
+    }
+
+    /// Checks its `[pantheon]` table, if it has one ([`Provenance::check`]). (That every
+    /// built-in scheme with one of Pantheon's names has one, [`provenance::needs_provenance`],
+    /// is checked by a test: a descriptor of a user's own may reuse a name.)
+    pub fn check_provenance(&self) -> Result<(), String> {
+        self.pantheon.as_ref().map_or(Ok(()), Provenance::check)
     }
 
     /// Whether its programs run workload `kind` (`bulk` always).
@@ -698,6 +711,12 @@ impl Registry {
                     });
                 }
             }
+            if let Err(message) = s.check_provenance() {
+                return Err(RegistryError::Descriptor {
+                    file: file.to_owned(),
+                    message,
+                });
+            }
             if let Some(src) = &s.source {
                 src.check().map_err(|e| RegistryError::Descriptor {
                     file: file.to_owned(),
@@ -751,6 +770,46 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 55: every built-in scheme with one of Pantheon's names, and every descriptor that
+    /// stands for a Pantheon scheme under a name of its own (an era, the original program),
+    /// cites the wrapper it follows and lists its deviations.
+    #[test]
+    fn every_pantheon_named_scheme_cites_its_wrapper_and_deviations() {
+        use crate::provenance::{needs_provenance, Fidelity};
+        let r = Registry::load(None).unwrap();
+        let stand_ins = ["copa_orig", "copa_orig_2020", "indigo_orig"];
+        let mut cited = 0;
+        for s in r.all() {
+            let Some(p) = &s.pantheon else {
+                assert!(
+                    !needs_provenance(&s.name) && !stand_ins.contains(&s.name.as_str()),
+                    "{} stands for a Pantheon scheme but has no [pantheon] table",
+                    s.name
+                );
+                continue;
+            };
+            p.check().unwrap_or_else(|e| panic!("{}: {e}", s.name));
+            if let Some(i) = &p.instead {
+                assert!(
+                    r.get(i).is_ok(),
+                    "{}: pantheon.instead `{i}` is no scheme",
+                    s.name
+                );
+            }
+            cited += 1;
+        }
+        assert!(
+            cited >= 16,
+            "only {cited} descriptors cite Pantheon's wrappers"
+        );
+        // The seed reports' era is the default: `copa` of Pantheon is genericCC with δ 0.5.
+        let copa = r.get("copa_orig").unwrap().pantheon.as_ref().unwrap();
+        assert_eq!(copa.fidelity, Fidelity::Original);
+        assert_eq!(copa.commit, "5ea146acdebe79f5b9acfb2d9044554a7d2582ea");
+        assert!(r.get("copa_orig").unwrap().sender.command[2]
+            .ends_with("delta_conf=do_ss:auto >/dev/null"));
+    }
 
     #[test]
     fn builtin_descriptors_load_and_substitute() {

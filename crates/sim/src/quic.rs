@@ -15,8 +15,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
-use quinn_proto::{TransportConfig, VarInt};
+use std::any::Any;
+use std::time::Instant;
+
+use quinn_proto::congestion::{
+    BbrConfig, Controller as Congestion, ControllerFactory, ControllerMetrics, CubicConfig,
+    NewRenoConfig,
+};
+use quinn_proto::{RttEstimator, TransportConfig, VarInt};
 
 /// A factory of a flow's congestion controller, as quinn-proto's transport settings take it:
 /// one of [`Controller`]'s or any other (`indigo`'s learned controller).
@@ -31,6 +37,39 @@ pub enum Controller {
     NewReno,
     /// BBR (BBRv1; quinn marks it experimental): `quic_bbr`.
     Bbr,
+    /// quinn's Cubic within the limits of Chromium's QUIC Cubic of 2017 (proto-quic 77961f1,
+    /// the QUIC Pantheon ran in the seed reports' era; [`chromium_2017`]): an initial window of
+    /// 32 packets and a ceiling of 2 000 packets, both of Chromium's 1 460-byte MSS: the `quic`
+    /// scheme.
+    CubicChromium,
+}
+
+/// Chromium's QUIC of 2017 (proto-quic at 77961f1, 2017-05-23, the `third_party/proto-quic` of
+/// Pantheon's commit 5ea146a that seed 001 names), the limits that shape a bulk flow, with
+/// their source files under `src/net/`:
+pub mod chromium_2017 {
+    /// `kDefaultTCPMSS`, bytes: the unit of Chromium's congestion windows
+    /// (quic/core/quic_constants.h).
+    pub const MSS: u64 = 1460;
+    /// `kInitialCongestionWindow`, packets (quic/core/quic_constants.h).
+    pub const INITIAL_WINDOW_PACKETS: u64 = 32;
+    /// `kDefaultMaxCongestionWindowPackets`, packets: Cubic's window never grows beyond it
+    /// (quic/core/congestion_control/send_algorithm_interface.h; `TcpCubicSenderBytes` stops
+    /// increasing there).
+    pub const MAX_WINDOW_PACKETS: u64 = 2000;
+    /// The client's stream flow-control receive window, bytes: `kStreamMaxRecvWindowSize`, "the
+    /// same values that Chrome uses", set by `QuicClientBase::Initialize`
+    /// (tools/quic/quic_client_base.cc). A client does not auto-tune it (quic/core/
+    /// quic_session.cc: auto-tuning only on the server's side).
+    pub const STREAM_WINDOW: u32 = 6 << 20;
+    /// The client's connection (session) flow-control receive window, bytes:
+    /// `kSessionMaxRecvWindowSize` (tools/quic/quic_client_base.cc).
+    pub const CONNECTION_WINDOW: u32 = 15 << 20;
+    /// The QUIC packet size, bytes: the client's `kDefaultMaxPacketSize` (quic/core/
+    /// quic_constants.h), which the server adopts from the client's first packet (quic/core/
+    /// quic_connection.cc, `ProcessValidatedPacket`); no path-MTU probing without a
+    /// connection option the toy client and server do not set.
+    pub const UDP_PAYLOAD: u16 = 1350;
 }
 
 impl Controller {
@@ -40,14 +79,20 @@ impl Controller {
             Controller::Cubic => "cubic",
             Controller::NewReno => "newreno",
             Controller::Bbr => "bbr",
+            Controller::CubicChromium => "cubic_chromium",
         }
     }
 
     /// The controller named `name` (see [`Controller::name`]); `None` for any other name.
     pub fn from_name(name: &str) -> Option<Controller> {
-        [Controller::Cubic, Controller::NewReno, Controller::Bbr]
-            .into_iter()
-            .find(|c| c.name() == name)
+        [
+            Controller::Cubic,
+            Controller::NewReno,
+            Controller::Bbr,
+            Controller::CubicChromium,
+        ]
+        .into_iter()
+        .find(|c| c.name() == name)
     }
 
     /// quinn-proto's factory of this controller, with its default configuration.
@@ -56,7 +101,126 @@ impl Controller {
             Controller::Cubic => Arc::new(CubicConfig::default()),
             Controller::NewReno => Arc::new(NewRenoConfig::default()),
             Controller::Bbr => Arc::new(BbrConfig::default()),
+            Controller::CubicChromium => {
+                use chromium_2017::{INITIAL_WINDOW_PACKETS, MAX_WINDOW_PACKETS, MSS};
+                let mut cubic = CubicConfig::default();
+                cubic.initial_window(INITIAL_WINDOW_PACKETS * MSS);
+                Arc::new(Capped {
+                    inner: Arc::new(cubic),
+                    max_window: MAX_WINDOW_PACKETS * MSS,
+                })
+            }
         }
+    }
+
+    /// The transport settings its scheme runs with: Chromium 2017's packet size and
+    /// flow-control windows for [`Controller::CubicChromium`], [`Settings::default`] for the
+    /// others.
+    pub fn settings(self) -> Settings {
+        match self {
+            Controller::CubicChromium => Settings {
+                max_udp_payload: chromium_2017::UDP_PAYLOAD,
+                stream_window: chromium_2017::STREAM_WINDOW,
+                connection_window: chromium_2017::CONNECTION_WINDOW,
+            },
+            _ => Settings::default(),
+        }
+    }
+}
+
+/// A controller whose window never grows beyond `max_window` bytes: while the inner
+/// controller's window is at or above it, acknowledgements are not passed on (as Chromium's
+/// `TcpCubicSenderBytes::MaybeIncreaseCwnd` returns at its maximum), so a loss then cuts from
+/// the ceiling, not from a window that kept growing unseen; [`Controller::window`] is the
+/// smaller of the two in any case.
+pub struct Capped {
+    /// The controller within the ceiling.
+    pub inner: Factory,
+    /// The ceiling, bytes.
+    pub max_window: u64,
+}
+
+impl ControllerFactory for Capped {
+    fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Congestion> {
+        Box::new(CappedController {
+            inner: Arc::clone(&self.inner).build(now, current_mtu),
+            max_window: self.max_window,
+        })
+    }
+}
+
+/// A [`Capped`] controller of one connection.
+struct CappedController {
+    inner: Box<dyn Congestion>,
+    max_window: u64,
+}
+
+impl Congestion for CappedController {
+    fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
+        self.inner.on_sent(now, bytes, last_packet_number);
+    }
+
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        app_limited: bool,
+        rtt: &RttEstimator,
+    ) {
+        if self.inner.window() < self.max_window {
+            self.inner.on_ack(now, sent, bytes, app_limited, rtt);
+        }
+    }
+
+    fn on_end_acks(
+        &mut self,
+        now: Instant,
+        in_flight: u64,
+        app_limited: bool,
+        largest: Option<u64>,
+    ) {
+        self.inner.on_end_acks(now, in_flight, app_limited, largest);
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        persistent: bool,
+        lost_bytes: u64,
+    ) {
+        self.inner
+            .on_congestion_event(now, sent, persistent, lost_bytes);
+    }
+
+    fn on_mtu_update(&mut self, new_mtu: u16) {
+        self.inner.on_mtu_update(new_mtu);
+    }
+
+    fn window(&self) -> u64 {
+        self.inner.window().min(self.max_window)
+    }
+
+    fn metrics(&self) -> ControllerMetrics {
+        let mut m = self.inner.metrics();
+        m.congestion_window = self.window();
+        m
+    }
+
+    fn clone_box(&self) -> Box<dyn Congestion> {
+        Box::new(CappedController {
+            inner: self.inner.clone_box(),
+            max_window: self.max_window,
+        })
+    }
+
+    fn initial_window(&self) -> u64 {
+        self.inner.initial_window().min(self.max_window)
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
     }
 }
 
@@ -68,20 +232,58 @@ pub const MAX_UDP_PAYLOAD: u16 = 1436;
 /// path has a 25 MB BDP), so that the congestion controller alone sets the rate.
 pub const WINDOW: u32 = 64 << 20;
 
+/// The settings a quic scheme's endpoints share besides the controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// QUIC's UDP payload, bytes: fixed (at least 1200, QUIC's minimum), path-MTU discovery off.
+    pub max_udp_payload: u16,
+    /// The flow-control receive window of each stream, bytes.
+    pub stream_window: u32,
+    /// The flow-control receive window of the connection, bytes (also the send window).
+    pub connection_window: u32,
+}
+
+impl Default for Settings {
+    /// [`MAX_UDP_PAYLOAD`] and flow control out of the way ([`WINDOW`]).
+    fn default() -> Settings {
+        Settings {
+            max_udp_payload: MAX_UDP_PAYLOAD,
+            stream_window: WINDOW,
+            connection_window: WINDOW,
+        }
+    }
+}
+
 /// The transport settings of every quic scheme: the congestion controller `cc`; QUIC's UDP
 /// payload fixed at `max_udp_payload` bytes (at least 1200, QUIC's minimum) with path-MTU
 /// discovery off, so no datagram is larger than the tunnel carries; flow control out of the way
 /// ([`WINDOW`]); idle timeout 120 s with keep-alives every 5 s; up to 100 000 concurrent
 /// bidirectional streams (a Poisson workload may have many transfers in flight).
 pub fn transport_config(cc: Factory, max_udp_payload: u16) -> TransportConfig {
+    transport_config_with(
+        cc,
+        Settings {
+            max_udp_payload,
+            ..Settings::default()
+        },
+    )
+}
+
+/// [`transport_config`] with the packet size and flow-control windows of `settings`.
+pub fn transport_config_with(cc: Factory, settings: Settings) -> TransportConfig {
+    let Settings {
+        max_udp_payload,
+        stream_window,
+        connection_window,
+    } = settings;
     let mut t = TransportConfig::default();
     t.congestion_controller_factory(cc)
         .initial_mtu(max_udp_payload)
         .min_mtu(1200.min(max_udp_payload))
         .mtu_discovery_config(None)
-        .stream_receive_window(VarInt::from_u32(WINDOW))
-        .receive_window(VarInt::from_u32(WINDOW))
-        .send_window(u64::from(WINDOW))
+        .stream_receive_window(VarInt::from_u32(stream_window))
+        .receive_window(VarInt::from_u32(connection_window))
+        .send_window(u64::from(connection_window))
         .max_idle_timeout(Some(VarInt::from_u32(120_000).into()))
         .keep_alive_interval(Some(Duration::from_secs(5)))
         .max_concurrent_bidi_streams(VarInt::from_u32(100_000));
@@ -116,7 +318,7 @@ fn config_error(e: impl std::fmt::Display) -> ConfigError {
 /// TLS 1.3, and [`transport_config`].
 pub fn server_config(
     cc: Factory,
-    max_udp_payload: u16,
+    settings: Settings,
 ) -> Result<quinn_proto::ServerConfig, ConfigError> {
     let der = rustls::pki_types::PrivateKeyDer::Pkcs8(server_key_der().into());
     let key = rcgen::KeyPair::try_from(&der).map_err(config_error)?;
@@ -132,7 +334,7 @@ pub fn server_config(
     let crypto =
         quinn_proto::crypto::rustls::QuicServerConfig::try_from(crypto).map_err(config_error)?;
     let mut config = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(Arc::new(transport_config(cc, max_udp_payload)));
+    config.transport_config(Arc::new(transport_config_with(cc, settings)));
     Ok(config)
 }
 
@@ -140,7 +342,7 @@ pub fn server_config(
 /// congestion control, not a secure channel), and [`transport_config`].
 pub fn client_config(
     cc: Factory,
-    max_udp_payload: u16,
+    settings: Settings,
 ) -> Result<quinn_proto::ClientConfig, ConfigError> {
     let crypto = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -151,7 +353,7 @@ pub fn client_config(
     let crypto =
         quinn_proto::crypto::rustls::QuicClientConfig::try_from(crypto).map_err(config_error)?;
     let mut config = quinn_proto::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(Arc::new(transport_config(cc, max_udp_payload)));
+    config.transport_config(Arc::new(transport_config_with(cc, settings)));
     Ok(config)
 }
 
@@ -206,8 +408,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn chromium_cubic_has_chromiums_initial_window_and_settings() {
+        let c = Controller::CubicChromium
+            .factory()
+            .build(Instant::now(), 1350);
+        assert_eq!(c.window(), 32 * 1460);
+        assert_eq!(c.initial_window(), 32 * 1460);
+        assert_eq!(Controller::CubicChromium.settings().max_udp_payload, 1350);
+        assert_eq!(Controller::CubicChromium.settings().stream_window, 6 << 20);
+        assert_eq!(Controller::Cubic.settings(), Settings::default());
+    }
+
+    #[test]
     fn controllers_go_by_their_names() {
-        for c in [Controller::Cubic, Controller::NewReno, Controller::Bbr] {
+        for c in [
+            Controller::Cubic,
+            Controller::NewReno,
+            Controller::Bbr,
+            Controller::CubicChromium,
+        ] {
             assert_eq!(Controller::from_name(c.name()), Some(c));
         }
         assert_eq!(Controller::from_name("vegas"), None);
@@ -215,7 +434,9 @@ mod tests {
 
     #[test]
     fn both_sides_configure() {
-        server_config(Controller::Cubic.factory(), MAX_UDP_PAYLOAD).unwrap();
-        client_config(Controller::Bbr.factory(), MAX_UDP_PAYLOAD).unwrap();
+        server_config(Controller::Cubic.factory(), Settings::default()).unwrap();
+        client_config(Controller::Bbr.factory(), Settings::default()).unwrap();
+        let c = Controller::CubicChromium;
+        client_config(c.factory(), c.settings()).unwrap();
     }
 }

@@ -601,6 +601,10 @@ fn flows(config: &SimConfig) -> Result<Vec<Flow>, SimError> {
         // QUIC's own random choices (connection IDs, packet-number skips, greasing) follow the
         // flow's number, not the run's seed: another seed changes the path's draws alone.
         let flow_seed = QUIC_SEED ^ (u64::from(id) << 48);
+        let settings = quic::Settings {
+            max_udp_payload: config.max_udp_payload,
+            ..quic::Settings::default()
+        };
         let host_seed = config.host_seed ^ (u64::from(id) << 48);
         flows.push(Flow {
             id,
@@ -611,12 +615,9 @@ fn flows(config: &SimConfig) -> Result<Vec<Flow>, SimError> {
                 host_seed ^ 2,
                 server,
                 client,
-                Some(quic::server_config(
-                    spec.cc.clone(),
-                    config.max_udp_payload,
-                )?),
+                Some(quic::server_config(spec.cc.clone(), settings)?),
             ),
-            client_config: quic::client_config(spec.cc.clone(), config.max_udp_payload)?,
+            client_config: quic::client_config(spec.cc.clone(), settings)?,
             started: false,
             stopped: false,
             stream: None,
@@ -958,6 +959,41 @@ mod tests {
                 .iter()
                 .all(|(_, r)| r.size <= 1500 && r.size >= 64));
         }
+    }
+
+    /// The largest one-way delay of a datalink packet, ns.
+    fn max_owd_ns(sink: &MemorySink) -> u64 {
+        let data = |k: Kind| {
+            sink.packets
+                .iter()
+                .filter(move |(d, r)| *d == Direction::Datalink && r.kind == k)
+                .map(|(_, r)| (r.uid, r.t_ns))
+        };
+        let sent: std::collections::HashMap<_, _> = data(Kind::Egress).collect();
+        data(Kind::Ingress)
+            .filter_map(|(uid, t)| Some(t - sent.get(&uid)?))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Chromium's ceiling (issue 55): over an infinite queue quinn's Cubic never loses and its
+    /// window, so the queue, grows without end; Chromium's QUIC stopped at 2 000 × 1 460 bytes,
+    /// 1.95 s of queue at 12 Mbit/s.
+    #[test]
+    fn chromium_cubic_stops_growing_at_chromiums_ceiling() {
+        let traces = Traces::new("chromium");
+        let path = traces.path("mm-delay 28", "");
+        let secs = 25;
+        let (_, capped) = run(&config(&path, Controller::CubicChromium, 1, secs));
+        let (_, free) = run(&config(&path, Controller::Cubic, 1, secs));
+        let ceiling_ns = 2000 * 1460 * 8 * 1_000_000_000 / 12_000_000;
+        let (c, f) = (max_owd_ns(&capped), max_owd_ns(&free));
+        assert!(
+            c > ceiling_ns * 8 / 10 && c < ceiling_ns + 200_000_000,
+            "capped: {c} ns, ceiling {ceiling_ns} ns"
+        );
+        assert!(f > ceiling_ns * 3 / 2, "uncapped Cubic: {f} ns");
+        assert!(goodput_mbps(&capped, secs) > 10.5);
     }
 
     #[test]

@@ -14,6 +14,11 @@
 //! 1436 bytes = the tunnel's 1464-byte IP MTU − 20 bytes IPv4 − 8 bytes UDP) and path-MTU
 //! discovery is off, so no datagram is ever larger than the tunnel carries.
 //!
+//! `--cc cubic-chromium` (the `quic` scheme) runs quinn's Cubic within the limits of the QUIC
+//! Pantheon ran, Chromium's of 2017: initial window 32 × 1 460 bytes, ceiling 2 000 × 1 460,
+//! 1 350-byte packets, the client's stream and connection receive windows 6 and 15 MiB
+//! (`sim::quic::chromium_2017` cites each in Chromium's source).
+//!
 //! **Workloads** (issue 29, `docs/workloads.md`): with `--workload SPEC --seed N --transfers
 //! FILE` the sender runs a workload's schedule instead of full throttle (`bytes=N`, `poisson`,
 //! `page`), and the receiver given `--transfers FILE` records every transfer. Transfers go
@@ -42,7 +47,7 @@ use indigo_controller::models::Trained;
 use pantheon_scheme_wrapper::transfers::{serve, Transport, WorkloadArgs};
 use pantheon_scheme_wrapper::{Recorder, Side};
 use quinn::Endpoint;
-use sim::quic::{client_config, server_config, Controller, Factory, SERVER_NAME};
+use sim::quic::{client_config, server_config, Controller, Factory, Settings, SERVER_NAME};
 
 /// Command line, in Pantheon's wrapper shape.
 #[derive(Parser)]
@@ -62,10 +67,11 @@ struct Cli {
     /// `model.safetensors` of `pantheon train indigo --out DIR`).
     #[arg(long, global = true)]
     model: Option<std::path::PathBuf>,
-    /// Largest UDP payload QUIC may send, bytes; 1436 fits the tunnel's 1464-byte IP MTU over
-    /// IPv4. At least 1200 (QUIC's minimum).
-    #[arg(long, default_value_t = 1436, global = true, value_parser = clap::value_parser!(u16).range(1200..))]
-    max_udp_payload: u16,
+    /// Largest UDP payload QUIC may send, bytes; default 1436 (fits the tunnel's 1464-byte IP
+    /// MTU over IPv4), 1350 with `--cc cubic-chromium` (Chromium's). At least 1200 (QUIC's
+    /// minimum).
+    #[arg(long, global = true, value_parser = clap::value_parser!(u16).range(1200..))]
+    max_udp_payload: Option<u16>,
     #[command(flatten)]
     workload: WorkloadArgs,
 }
@@ -73,6 +79,9 @@ struct Cli {
 #[derive(Clone, Copy, ValueEnum)]
 enum Cc {
     Cubic,
+    /// quinn's Cubic within Chromium 2017's limits, with its packet size and flow-control
+    /// windows (`sim::quic::chromium_2017`): the `quic` scheme, as Pantheon's proto-quic.
+    CubicChromium,
     Newreno,
     Bbr,
     Indigo,
@@ -93,11 +102,25 @@ impl Cli {
             |t: Trained| -> Result<Factory> { Ok(Arc::new(t.factory(self.model.as_deref())?)) };
         match self.cc {
             Cc::Cubic => quinn(Controller::Cubic),
+            Cc::CubicChromium => quinn(Controller::CubicChromium),
             Cc::Newreno => quinn(Controller::NewReno),
             Cc::Bbr => quinn(Controller::Bbr),
             Cc::Indigo => indigo(Trained::Indigo),
             Cc::IndigoNocalib => indigo(Trained::IndigoNocalib),
         }
+    }
+
+    /// Packet size and flow-control windows: the controller's ([`Controller::settings`]),
+    /// the packet size overridden by `--max-udp-payload`.
+    fn settings(&self) -> Settings {
+        let mut s = match self.cc {
+            Cc::CubicChromium => Controller::CubicChromium.settings(),
+            _ => Settings::default(),
+        };
+        if let Some(p) = self.max_udp_payload {
+            s.max_udp_payload = p;
+        }
+        s
     }
 }
 
@@ -111,7 +134,7 @@ async fn main() -> Result<()> {
 }
 
 async fn receive(cli: &Cli, port: u16) -> Result<()> {
-    let config = server_config(cli.factory()?, cli.max_udp_payload)?;
+    let config = server_config(cli.factory()?, cli.settings())?;
     let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
     let endpoint = Endpoint::server(config, addr).with_context(|| format!("binding {addr}"))?;
     eprintln!("pantheon-quinn: receiver listening on {addr}");
@@ -163,7 +186,7 @@ async fn drain(incoming: quinn::Incoming) -> Result<()> {
 }
 
 async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
-    let config = client_config(cli.factory()?, cli.max_udp_payload)?;
+    let config = client_config(cli.factory()?, cli.settings())?;
     let mut endpoint = Endpoint::client(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))?;
     endpoint.set_default_client_config(config);
     // The receiver may still be starting: retry the handshake for a while, as Pantheon's

@@ -163,6 +163,28 @@ pub(crate) fn exec(action: SchemesAction) -> anyhow::Result<ExitCode> {
 }
 
 /// `pantheon schemes list`: one line per scheme, runnable or why not, and its notes.
+/// `; Pantheon's copa (not reproduced: see copa_orig)` and the like: what `schemes list` says of
+/// a scheme that stands for one of Pantheon's ([`engine::provenance`]).
+fn as_pantheon(s: &Scheme) -> String {
+    use engine::provenance::Fidelity;
+    let Some(p) = &s.pantheon else {
+        return String::new();
+    };
+    let how = match (p.fidelity, &p.instead) {
+        (Fidelity::Original, _) => "its program".to_owned(),
+        (Fidelity::Reimplemented, _) => "reimplemented".to_owned(),
+        (Fidelity::NotReproduced, Some(i)) => format!("NOT reproduced: see {i}"),
+        (Fidelity::NotReproduced, None) => "NOT reproduced".to_owned(),
+    };
+    format!(
+        "; Pantheon's {} ({how}, {} deviation(s), wrapper {} at {})",
+        p.scheme,
+        p.deviations.len(),
+        p.wrapper,
+        &p.commit[..7]
+    )
+}
+
 fn list(schemes: &[&Scheme], json: bool) -> anyhow::Result<ExitCode> {
     let sys = SystemInfo::probe();
     let mirror = engine::source::mirror_dir();
@@ -184,11 +206,16 @@ fn list(schemes: &[&Scheme], json: bool) -> anyhow::Result<ExitCode> {
         if json {
             rows.push(serde_json::json!({"name": s.name, "label": s.label,
                 "runnable": why.is_none(), "reason": why, "notes": s.notes(&sys),
-                "source": s.source}));
+                "source": s.source, "pantheon": s.pantheon}));
         } else {
             match &why {
-                None => println!("{:<16} {:<13} runnable", s.name, s.label),
-                Some(w) => println!("{:<16} {:<13} NOT runnable: {w}", s.name, s.label),
+                None => println!("{:<16} {:<13} runnable{}", s.name, s.label, as_pantheon(s)),
+                Some(w) => println!(
+                    "{:<16} {:<13} NOT runnable: {w}{}",
+                    s.name,
+                    s.label,
+                    as_pantheon(s)
+                ),
             }
             for n in s.notes(&sys) {
                 println!("{:<30}  note: {n}", "");
