@@ -58,6 +58,47 @@ pub struct Source {
     /// Build steps, argv each (`["sh", "-c", "…"]` for a shell line), run in the tree in
     /// order; `{src}` is the tree's path.
     pub build: Vec<Step>,
+    /// Other repositories checked out inside the tree before the patches and the build, as git
+    /// submodules would be (Pantheon's SCReAM wrapper builds against `third_party/sourdough`
+    /// and `third_party/scream` of Pantheon's own tree). Each is pinned and verified as the
+    /// main repository is, from the same mirror directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modules: Vec<Module>,
+}
+
+/// One repository checked out at `path` inside a source tree ([`Source::modules`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Module {
+    /// Where in the tree, relative (`third_party/sourdough`); no `..`, not absolute.
+    pub path: String,
+    /// The repository's URL.
+    pub repository: String,
+    /// The pinned commit: all 40 hex digits.
+    pub commit: String,
+    /// Paths to check out; empty: the whole tree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+}
+
+impl Module {
+    /// The module as a section of its own (no patches, no steps), for the mirror lookup and the
+    /// checkout that a main repository has.
+    fn pin(&self) -> Source {
+        Source {
+            repository: self.repository.clone(),
+            commit: self.commit.clone(),
+            paths: self.paths.clone(),
+            patches: Vec::new(),
+            build: Vec::new(),
+            modules: Vec::new(),
+        }
+    }
+}
+
+/// Whether `commit` is a full commit name: 40 hex digits.
+fn is_full_commit(commit: &str) -> bool {
+    commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// One patch: every occurrence of `find` in `file` becomes `replace`.
@@ -83,11 +124,28 @@ impl Source {
         if self.repository.trim().is_empty() {
             bail!("source.repository is empty");
         }
-        if self.commit.len() != 40 || !self.commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !is_full_commit(&self.commit) {
             bail!(
                 "source.commit {:?}: give all 40 hex digits of the commit (a pin, not a branch)",
                 self.commit
             );
+        }
+        for m in &self.modules {
+            let inside = Path::new(&m.path)
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if m.path.is_empty() || !inside {
+                bail!(
+                    "source.modules: path {:?} must be a relative path inside the tree",
+                    m.path
+                );
+            }
+            if m.repository.trim().is_empty() || !is_full_commit(&m.commit) {
+                bail!(
+                    "source.modules ({}): give the repository and all 40 hex digits of its commit",
+                    m.path
+                );
+            }
         }
         if self.build.is_empty() || self.build.iter().any(Vec::is_empty) {
             bail!("source.build: at least one step, each a non-empty argv");
@@ -314,50 +372,12 @@ fn build_in(
     log: &Path,
     mirror: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let origin = origin(scheme, source, mirror)?;
+    let origin = checkout(scheme, source, tree, log, mirror)?;
+    for m in &source.modules {
+        checkout(scheme, &m.pin(), &tree.join(&m.path), log, mirror)
+            .with_context(|| format!("module {}", m.path))?;
+    }
     let step = |what: &str, cmd: &mut Command| run_logged(what, cmd, log);
-    let git = || {
-        let mut c = Command::new("git");
-        c.arg("-C")
-            .arg(tree)
-            .args(["-c", "advice.detachedHead=false"]);
-        c
-    };
-    step(
-        "clone",
-        Command::new("git")
-            .args(["clone", "--quiet", "--no-checkout", &origin])
-            .arg(tree),
-    )?;
-    let commit = &source.commit;
-    let has_commit = |c: &str| {
-        git()
-            .args(["cat-file", "-e", &format!("{c}^{{commit}}")])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !has_commit(commit) {
-        // A network clone may not have a commit no branch reaches: ask for it.
-        let _ = step(
-            "fetch the commit",
-            git().args(["fetch", "--quiet", "origin", commit]),
-        );
-        if !has_commit(commit) {
-            bail!("verify: commit {commit} is not in {origin}");
-        }
-    }
-    let mut checkout = git();
-    checkout.args(["checkout", "--quiet", commit]);
-    if !source.paths.is_empty() {
-        checkout.arg("--").args(&source.paths);
-    }
-    step("checkout", &mut checkout)?;
-    // Verify: the files are the commit's, byte for byte.
-    let mut diff = git();
-    diff.args(["diff", "--quiet", commit, "--"])
-        .args(&source.paths);
-    step("verify the checkout against the commit", &mut diff)?;
     for p in &source.patches {
         let path = tree.join(&p.file);
         let text = std::fs::read_to_string(&path)
@@ -386,6 +406,63 @@ fn build_in(
     )
     .context("write the build stamp")?;
     Ok(())
+}
+
+/// Clones `pin`'s repository into `dest` (from its mirror in `mirror` if there is one), checks
+/// its commit out (only `pin.paths` if given) and verifies that the files are the commit's;
+/// returns where it was cloned from.
+fn checkout(
+    scheme: &str,
+    pin: &Source,
+    dest: &Path,
+    log: &Path,
+    mirror: Option<&Path>,
+) -> anyhow::Result<String> {
+    let origin = origin(scheme, pin, mirror)?;
+    let step = |what: &str, cmd: &mut Command| run_logged(what, cmd, log);
+    let git = || {
+        let mut c = Command::new("git");
+        c.arg("-C")
+            .arg(dest)
+            .args(["-c", "advice.detachedHead=false"]);
+        c
+    };
+    step(
+        "clone",
+        Command::new("git")
+            .args(["clone", "--quiet", "--no-checkout", &origin])
+            .arg(dest),
+    )?;
+    let commit = &pin.commit;
+    let has_commit = |c: &str| {
+        git()
+            .args(["cat-file", "-e", &format!("{c}^{{commit}}")])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !has_commit(commit) {
+        // A network clone may not have a commit no branch reaches: ask for it.
+        let _ = step(
+            "fetch the commit",
+            git().args(["fetch", "--quiet", "origin", commit]),
+        );
+        if !has_commit(commit) {
+            bail!("verify: commit {commit} is not in {origin}");
+        }
+    }
+    let mut checkout = git();
+    checkout.args(["checkout", "--quiet", commit]);
+    if !pin.paths.is_empty() {
+        checkout.arg("--").args(&pin.paths);
+    }
+    step("checkout", &mut checkout)?;
+    // Verify: the files are the commit's, byte for byte.
+    let mut diff = git();
+    diff.args(["diff", "--quiet", commit, "--"])
+        .args(&pin.paths);
+    step("verify the checkout against the commit", &mut diff)?;
+    Ok(origin)
 }
 
 /// Where `source` is cloned from: its mirror in `mirror` if there is one, else its repository
@@ -514,6 +591,22 @@ replace = "m_iMSS = 1464;"
             .unwrap_err()
             .to_string()
             .contains("non-empty find"));
+        let mut s = pcc();
+        s.modules.push(Module {
+            path: "../outside".into(),
+            repository: "https://example.org/x".into(),
+            commit: "1".repeat(40),
+            paths: vec![],
+        });
+        assert!(s
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("inside the tree"));
+        s.modules[0].path = "third_party/x".into();
+        s.check().unwrap();
+        s.modules[0].commit = "main".into();
+        assert!(s.check().unwrap_err().to_string().contains("40 hex digits"));
         let unknown = toml::from_str::<Source>(
             "repository = \"x\"\ncommit = \"y\"\nbuild = []\nbranch = \"main\"\n",
         );
@@ -613,6 +706,7 @@ replace = "m_iMSS = 1464;"
                 replace: "int mss = 1464;".into(),
             }],
             build: vec![vec!["sh".into(), "-c".into(), step.into()]],
+            modules: vec![],
         };
         let tools = dir.path().join("tools");
         let good = section("int mss = 1500;", "cp src/core.cpp built && test -d {src}");
@@ -629,6 +723,33 @@ replace = "m_iMSS = 1464;"
             .as_str()
             .unwrap()
             .ends_with("someone/tiny.git"));
+        // A module: another pinned repository inside the tree, before the patches and steps.
+        let mut with_module = section("int mss = 1500;", "test -f third_party/tiny/src/core.cpp");
+        with_module.modules.push(Module {
+            path: "third_party/tiny".into(),
+            repository: "https://example.org/someone/tiny".into(),
+            commit: commit.clone(),
+            paths: vec!["src".into()],
+        });
+        with_module.check().unwrap();
+        assert_ne!(with_module.key(), good.key());
+        let t = build("tiny", &with_module, &tools, Some(&mirrors)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(t.join("third_party/tiny/src/core.cpp")).unwrap(),
+            "int mss = 1500;\n",
+            "the module is its commit's, unpatched"
+        );
+        let mut absent_module = with_module.clone();
+        absent_module.modules[0].commit = "0123456789".repeat(4);
+        let err = format!(
+            "{:#}",
+            build("tiny", &absent_module, &tools, Some(&mirrors)).unwrap_err()
+        );
+        assert!(
+            err.contains("module third_party/tiny") && err.contains("verify: commit"),
+            "{err}"
+        );
+        assert!(!absent_module.tree(&tools).exists());
         // Built already: nothing runs again.
         std::fs::write(tree.join("marker"), "").unwrap();
         assert_eq!(build("tiny", &good, &tools, Some(&mirrors)).unwrap(), tree);

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Scheme fidelity (issue 55): every scheme that stands for one of Pantheon's, over the three
+# settings of the main job's Nepal replication — the settings Pantheon users ran with real
+# Mahimahi — so that anyone holding Pantheon's own runs of them can compare, scheme by scheme:
+#
+#   infinite   10 Mbit/s constant both ways (traces/10mbps.trace), mm-delay 28, Mahimahi's
+#              default infinite queues
+#   loss       the same + mm-loss uplink 0.004 + mm-loss downlink 0.004 (0.4 % i.i.d. each way)
+#   droptail50 the same as loss + a 50-packet DropTail uplink queue
+#
+#   bash bench/scheme_fidelity.sh [RUNS=10] [SECS=30]     (root)
+#   FIDELITY_SCHEMES="cubic quic copa_orig"   (default: every runnable scheme with a [pantheon]
+#                                              table, as `pantheon schemes list --json` says)
+#   FIDELITY_SETTINGS="infinite loss droptail50"  FIDELITY_OUT=DIR (kept; default a temporary one)
+#
+# For each setting one `pantheon run local` of RUNS runs per scheme (schemes interleaved run by
+# run, as Pantheon's harness), then a Markdown table: per scheme and setting the mean over runs
+# and the sample standard deviation of throughput (Mbit/s) and p95 one-way delay (ms), and the
+# mean loss (%), from each run's pantheon_perf.json (Pantheon's own definitions).
+set -euo pipefail
+RUNS=${1:-10}
+SECS=${2:-30}
+cd "$(dirname "$0")/.."
+source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR, $PANTHEON
+build_and_install >&2
+if [[ -z "${FIDELITY_SCHEMES:-}" ]]; then
+  FIDELITY_SCHEMES=$("$PANTHEON" schemes list --json | python3 -c '
+import json, sys
+print(" ".join(s["name"] for s in json.load(sys.stdin)
+               if s.get("pantheon") and s["runnable"]
+               and s["pantheon"]["fidelity"] != "not_reproduced"))')
+fi
+SETTINGS=${FIDELITY_SETTINGS:-infinite loss droptail50}
+OUT=${FIDELITY_OUT:-$(mktemp -d /tmp/pscheme_fidelity.XXXXXX)}
+[[ -n "${FIDELITY_OUT:-}" ]] || trap 'rm -rf "$OUT"' EXIT
+mkdir -p "$OUT"
+trace=traces/10mbps.trace
+for setting in $SETTINGS; do
+  mm="mm-delay 28"
+  link=()
+  case "$setting" in
+    infinite) ;;
+    loss) mm="$mm mm-loss uplink 0.004 mm-loss downlink 0.004" ;;
+    droptail50) mm="$mm mm-loss uplink 0.004 mm-loss downlink 0.004"
+      link=(--extra-mm-link-args "--uplink-queue=droptail --uplink-queue-args=packets=50") ;;
+    *) echo "unknown setting $setting (infinite, loss, droptail50)" >&2; exit 2 ;;
+  esac
+  echo ">> $setting: $FIDELITY_SCHEMES; $RUNS run(s) of $SECS s" >&2
+  "$PANTHEON" run local --schemes "$FIDELITY_SCHEMES" --run-times "$RUNS" --runtime "$SECS" \
+    --data-dir "$OUT/$setting" --uplink-trace "$trace" --downlink-trace "$trace" \
+    --prepend-mm-cmds "$mm" "${link[@]}" >/dev/null
+done
+python3 - "$OUT" "$SETTINGS" $FIDELITY_SCHEMES <<'PY'
+import json, statistics, sys
+out, settings, schemes = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
+def runs(setting, scheme):
+    try:
+        perf = json.load(open(f"{out}/{setting}/pantheon_perf.json"))[scheme]
+    except (OSError, KeyError):
+        return []
+    return [r["all"] for r in perf.values() if r and r.get("all")]
+def ms(xs, f):
+    if not xs:
+        return "–"
+    m = statistics.mean(xs)
+    return f"{m:{f}} ± {statistics.stdev(xs):{f}}" if len(xs) > 1 else f"{m:{f}}"
+print("| scheme | setting | runs | throughput (Mbit/s) | p95 one-way delay (ms) | loss (%) |")
+print("|---|---|---|---|---|---|")
+for s in schemes:
+    for st in settings:
+        r = runs(st, s)
+        loss = f"{statistics.mean(x['loss'] for x in r) * 100:.2f}" if r else "–"
+        print(f"| {s} | {st} | {len(r)} | {ms([x['tput'] for x in r], '.2f')} "
+              f"| {ms([x['delay'] for x in r], '.1f')} | {loss} |")
+PY
