@@ -34,7 +34,8 @@ pub const PANTHEON_REPOSITORY: &str = "https://github.com/StanfordSNR/pantheon";
 
 /// Every scheme name Pantheon's `src/config.yml` listed, in any era (2017: `default_tcp` for TCP
 /// Cubic, `koho_cc`, `calibrated_koho`; 2018 on: `cubic`, `vivace`, `pcc_experimental`,
-/// `fillp`, `fillp_sheep`; `indigo` from August 2017). A descriptor with one of these names must have a `[pantheon]` table.
+/// `fillp`, `fillp_sheep`; `indigo` from August 2017). A built-in descriptor with one of these
+/// names must have a `[pantheon]` table (a unit test of `schemes` checks it).
 pub const PANTHEON_SCHEMES: [&str; 20] = [
     "default_tcp",
     "cubic",
@@ -128,7 +129,7 @@ impl Provenance {
                 PANTHEON_SCHEMES.join(", ")
             ));
         }
-        if self.commit.len() != 40 || !self.commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !crate::source::is_full_commit(&self.commit) {
             return Err(format!(
                 "pantheon.commit {:?}: give all 40 hex digits of Pantheon's commit",
                 self.commit

@@ -201,7 +201,8 @@ pub struct Scheme {
     #[serde(default)]
     pub simulation: Option<Simulation>,
     /// Which of Pantheon's schemes it stands for, the wrapper it follows and every deviation
-    /// ([`crate::provenance`]); required when its name is one of Pantheon's.
+    /// ([`crate::provenance`]); every built-in descriptor with one of Pantheon's names has one
+    /// (a unit test checks).
     #[serde(default)]
     pub pantheon: Option<Provenance>,
     /// The receiver side.

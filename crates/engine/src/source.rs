@@ -9,7 +9,8 @@
 //!    [`MIRROR_ENV`]; a directory of git mirrors, one per repository, named as
 //!    [`Source::mirror_names`] lists), else clones it over the network;
 //! 2. checks the commit out and **verifies** it: the commit exists and the checked-out files are
-//!    exactly the commit's;
+//!    exactly the commit's; then the same for each of the section's **modules** (other
+//!    repositories at pins of their own, checked out at a path inside the tree, as submodules);
 //! 3. applies the **patches**: each replaces every occurrence of a string in one file, and fails
 //!    the build if the string is not there (so a patch never silently stops applying);
 //! 4. runs the **build steps** in the tree, each one's output kept in the tree's build log;
@@ -97,7 +98,7 @@ impl Module {
 }
 
 /// Whether `commit` is a full commit name: 40 hex digits.
-fn is_full_commit(commit: &str) -> bool {
+pub(crate) fn is_full_commit(commit: &str) -> bool {
     commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
