@@ -710,6 +710,13 @@ replace = "m_iMSS = 1464;"
             modules: vec![],
         };
         let tools = dir.path().join("tools");
+        // The whole error of a build that must fail.
+        let failure = |s: &Source| {
+            format!(
+                "{:#}",
+                build("tiny", s, &tools, Some(&mirrors)).unwrap_err()
+            )
+        };
         let good = section("int mss = 1500;", "cp src/core.cpp built && test -d {src}");
         let tree = build("tiny", &good, &tools, Some(&mirrors)).unwrap();
         assert!(good.is_built(&tools));
@@ -742,10 +749,7 @@ replace = "m_iMSS = 1464;"
         );
         let mut absent_module = with_module.clone();
         absent_module.modules[0].commit = "0123456789".repeat(4);
-        let err = format!(
-            "{:#}",
-            build("tiny", &absent_module, &tools, Some(&mirrors)).unwrap_err()
-        );
+        let err = failure(&absent_module);
         assert!(
             err.contains("module third_party/tiny") && err.contains("verify: commit"),
             "{err}"
@@ -761,10 +765,7 @@ replace = "m_iMSS = 1464;"
             "int mss = 1500;",
             "echo compiling; echo 'core.cpp:1: error' >&2; exit 2",
         );
-        let err = format!(
-            "{:#}",
-            build("tiny", &bad, &tools, Some(&mirrors)).unwrap_err()
-        );
+        let err = failure(&bad);
         assert!(
             err.contains("build step 1 failed") && err.contains("exit status: 2"),
             "{err}"
@@ -774,10 +775,7 @@ replace = "m_iMSS = 1464;"
         assert!(bad.tree(&tools).with_extension("failed.log").exists());
         // A patch that no longer applies: the same.
         let stale = section("int mss = 1452;", "true");
-        let err = format!(
-            "{:#}",
-            build("tiny", &stale, &tools, Some(&mirrors)).unwrap_err()
-        );
+        let err = failure(&stale);
         assert!(
             err.contains("patch mss") && err.contains("not found"),
             "{err}"
@@ -786,10 +784,7 @@ replace = "m_iMSS = 1464;"
         // A commit the repository does not have.
         let mut absent = good.clone();
         absent.commit = "0123456789".repeat(4);
-        let err = format!(
-            "{:#}",
-            build("tiny", &absent, &tools, Some(&mirrors)).unwrap_err()
-        );
+        let err = failure(&absent);
         assert!(err.contains("verify: commit 0123456789"), "{err}");
         assert!(!absent.tree(&tools).exists());
     }

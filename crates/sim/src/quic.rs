@@ -73,7 +73,16 @@ pub mod chromium_2017 {
 }
 
 impl Controller {
-    /// `cubic`, `newreno` or `bbr`: the name `pantheon-quinn --cc` and scheme descriptors use.
+    /// Every controller of quinn-proto a scheme names.
+    pub const ALL: [Controller; 4] = [
+        Controller::Cubic,
+        Controller::NewReno,
+        Controller::Bbr,
+        Controller::CubicChromium,
+    ];
+
+    /// `cubic`, `newreno`, `bbr` or `cubic_chromium`: the name scheme descriptors' `[simulation]`
+    /// uses (`pantheon-quinn --cc` spells `cubic_chromium` as `cubic-chromium`).
     pub fn name(self) -> &'static str {
         match self {
             Controller::Cubic => "cubic",
@@ -85,14 +94,7 @@ impl Controller {
 
     /// The controller named `name` (see [`Controller::name`]); `None` for any other name.
     pub fn from_name(name: &str) -> Option<Controller> {
-        [
-            Controller::Cubic,
-            Controller::NewReno,
-            Controller::Bbr,
-            Controller::CubicChromium,
-        ]
-        .into_iter()
-        .find(|c| c.name() == name)
+        Controller::ALL.into_iter().find(|c| c.name() == name)
     }
 
     /// quinn-proto's factory of this controller, with its default configuration.
@@ -255,22 +257,12 @@ impl Default for Settings {
 }
 
 /// The transport settings of every quic scheme: the congestion controller `cc`; QUIC's UDP
-/// payload fixed at `max_udp_payload` bytes (at least 1200, QUIC's minimum) with path-MTU
-/// discovery off, so no datagram is larger than the tunnel carries; flow control out of the way
-/// ([`WINDOW`]); idle timeout 120 s with keep-alives every 5 s; up to 100 000 concurrent
-/// bidirectional streams (a Poisson workload may have many transfers in flight).
-pub fn transport_config(cc: Factory, max_udp_payload: u16) -> TransportConfig {
-    transport_config_with(
-        cc,
-        Settings {
-            max_udp_payload,
-            ..Settings::default()
-        },
-    )
-}
-
-/// [`transport_config`] with the packet size and flow-control windows of `settings`.
-pub fn transport_config_with(cc: Factory, settings: Settings) -> TransportConfig {
+/// payload fixed at `settings.max_udp_payload` bytes (at least 1200, QUIC's minimum) with
+/// path-MTU discovery off, so no datagram is larger than the tunnel carries; the flow-control
+/// windows of `settings` (by default out of the way, [`WINDOW`]); idle timeout 120 s with
+/// keep-alives every 5 s; up to 100 000 concurrent bidirectional streams (a Poisson workload may
+/// have many transfers in flight).
+pub fn transport_config(cc: Factory, settings: Settings) -> TransportConfig {
     let Settings {
         max_udp_payload,
         stream_window,
@@ -334,7 +326,7 @@ pub fn server_config(
     let crypto =
         quinn_proto::crypto::rustls::QuicServerConfig::try_from(crypto).map_err(config_error)?;
     let mut config = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(Arc::new(transport_config_with(cc, settings)));
+    config.transport_config(Arc::new(transport_config(cc, settings)));
     Ok(config)
 }
 
@@ -353,7 +345,7 @@ pub fn client_config(
     let crypto =
         quinn_proto::crypto::rustls::QuicClientConfig::try_from(crypto).map_err(config_error)?;
     let mut config = quinn_proto::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(Arc::new(transport_config_with(cc, settings)));
+    config.transport_config(Arc::new(transport_config(cc, settings)));
     Ok(config)
 }
 
@@ -421,12 +413,7 @@ mod tests {
 
     #[test]
     fn controllers_go_by_their_names() {
-        for c in [
-            Controller::Cubic,
-            Controller::NewReno,
-            Controller::Bbr,
-            Controller::CubicChromium,
-        ] {
+        for c in Controller::ALL {
             assert_eq!(Controller::from_name(c.name()), Some(c));
         }
         assert_eq!(Controller::from_name("vegas"), None);

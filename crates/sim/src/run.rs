@@ -591,6 +591,11 @@ pub fn simulate(
 /// `10.0.0.1:40000+i` and the server, its QUIC's random choices drawn from its number.
 fn flows(config: &SimConfig) -> Result<Vec<Flow>, SimError> {
     let mut flows = Vec::new();
+    // One packet size for every flow; the flow-control windows out of the way.
+    let settings = quic::Settings {
+        max_udp_payload: config.max_udp_payload,
+        ..quic::Settings::default()
+    };
     for (i, spec) in config.flows.iter().enumerate() {
         let id = u16::try_from(i + 1).map_err(|_| SimError::Flow {
             flow: u16::MAX,
@@ -601,10 +606,6 @@ fn flows(config: &SimConfig) -> Result<Vec<Flow>, SimError> {
         // QUIC's own random choices (connection IDs, packet-number skips, greasing) follow the
         // flow's number, not the run's seed: another seed changes the path's draws alone.
         let flow_seed = QUIC_SEED ^ (u64::from(id) << 48);
-        let settings = quic::Settings {
-            max_udp_payload: config.max_udp_payload,
-            ..quic::Settings::default()
-        };
         let host_seed = config.host_seed ^ (u64::from(id) << 48);
         flows.push(Flow {
             id,

@@ -89,34 +89,40 @@ enum Cc {
 }
 
 impl Cli {
-    /// The congestion controller's factory; for Indigo, the model loaded (the error names a
-    /// model file that cannot be).
-    fn factory(&self) -> Result<Factory> {
-        let quinn = |c: Controller| {
-            if self.model.is_some() {
-                anyhow::bail!("--model is for --cc indigo or indigo-nocalib");
-            }
-            Ok(c.factory())
-        };
-        let indigo =
-            |t: Trained| -> Result<Factory> { Ok(Arc::new(t.factory(self.model.as_deref())?)) };
+    /// The controller of quinn-proto `--cc` names; `None` for Indigo's learned ones.
+    fn quinn_controller(&self) -> Option<Controller> {
         match self.cc {
-            Cc::Cubic => quinn(Controller::Cubic),
-            Cc::CubicChromium => quinn(Controller::CubicChromium),
-            Cc::Newreno => quinn(Controller::NewReno),
-            Cc::Bbr => quinn(Controller::Bbr),
-            Cc::Indigo => indigo(Trained::Indigo),
-            Cc::IndigoNocalib => indigo(Trained::IndigoNocalib),
+            Cc::Cubic => Some(Controller::Cubic),
+            Cc::CubicChromium => Some(Controller::CubicChromium),
+            Cc::Newreno => Some(Controller::NewReno),
+            Cc::Bbr => Some(Controller::Bbr),
+            Cc::Indigo | Cc::IndigoNocalib => None,
         }
     }
 
-    /// Packet size and flow-control windows: the controller's ([`Controller::settings`]),
-    /// the packet size overridden by `--max-udp-payload`.
-    fn settings(&self) -> Settings {
-        let mut s = match self.cc {
-            Cc::CubicChromium => Controller::CubicChromium.settings(),
-            _ => Settings::default(),
+    /// The congestion controller's factory; for Indigo, the model loaded (the error names a
+    /// model file that cannot be).
+    fn factory(&self) -> Result<Factory> {
+        if let Some(c) = self.quinn_controller() {
+            if self.model.is_some() {
+                anyhow::bail!("--model is for --cc indigo or indigo-nocalib");
+            }
+            return Ok(c.factory());
+        }
+        // Not one of quinn-proto's: Indigo's learned controller, with one of its models.
+        let trained = match self.cc {
+            Cc::IndigoNocalib => Trained::IndigoNocalib,
+            _ => Trained::Indigo,
         };
+        Ok(Arc::new(trained.factory(self.model.as_deref())?))
+    }
+
+    /// Packet size and flow-control windows: the controller's ([`Controller::settings`];
+    /// Indigo's are the defaults), the packet size overridden by `--max-udp-payload`.
+    fn settings(&self) -> Settings {
+        let mut s = self
+            .quinn_controller()
+            .map_or_else(Settings::default, Controller::settings);
         if let Some(p) = self.max_udp_payload {
             s.max_udp_payload = p;
         }

@@ -162,7 +162,6 @@ pub(crate) fn exec(action: SchemesAction) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `pantheon schemes list`: one line per scheme, runnable or why not, and its notes.
 /// `; Pantheon's copa (not reproduced: see copa_orig)` and the like: what `schemes list` says of
 /// a scheme that stands for one of Pantheon's ([`engine::provenance`]).
 fn as_pantheon(s: &Scheme) -> String {
@@ -185,6 +184,7 @@ fn as_pantheon(s: &Scheme) -> String {
     )
 }
 
+/// `pantheon schemes list`: one line per scheme, runnable or why not, and its notes.
 fn list(schemes: &[&Scheme], json: bool) -> anyhow::Result<ExitCode> {
     let sys = SystemInfo::probe();
     let mirror = engine::source::mirror_dir();
