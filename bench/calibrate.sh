@@ -31,7 +31,7 @@ source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR, $PANTHE
 case $path in
   california-mexico) schemes="bbr cubic" ;;
   brazil-colombia) schemes="bbr copa_orig cubic ledbat quic" ;;
-  brazil-colombia-all) schemes="bbr copa_orig cubic ledbat quic pcc sprout taova verus webrtc" ;;
+  brazil-colombia-all) schemes="bbr calibrated_koho copa_orig cubic koho_cc ledbat quic pcc sprout taova verus webrtc" ;;
   california-mexico-quic) schemes="quic quic_bbr" ;;
   *) echo "unknown path $path" >&2; exit 2 ;;
 esac

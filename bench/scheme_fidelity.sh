@@ -12,11 +12,18 @@
 #   FIDELITY_SCHEMES="cubic quic copa_orig"   (default: every runnable scheme with a [pantheon]
 #                                              table, as `pantheon schemes list --json` says)
 #   FIDELITY_SETTINGS="infinite loss droptail50"  FIDELITY_OUT=DIR (kept; default a temporary one)
+#   FIDELITY_UNTIL=EPOCH_SECONDS   start no run after then (the table covers what was run)
 #
-# For each setting one `pantheon run local` of RUNS runs per scheme (schemes interleaved run by
-# run, as Pantheon's harness), then a Markdown table: per scheme and setting the mean over runs
-# and the sample standard deviation of throughput (Mbit/s) and p95 one-way delay (ms), and the
-# mean loss (%), from each run's pantheon_perf.json (Pantheon's own definitions).
+# Run id by run id, each setting in turn: one `pantheon run local --start-run-id K` of the
+# schemes (interleaved, as Pantheon's harness) into DIR/<setting>, so that a table at any moment
+# has every scheme and setting with the same number of runs. A run id already in
+# DIR/<setting>/pantheon_perf.json for a scheme is not run again: with a kept FIDELITY_OUT the
+# benchmark resumes where it stopped (across days; the binary is the same while the schemes'
+# code is). Then a Markdown table: per scheme and setting the mean over runs and the sample
+# standard deviation of throughput (Mbit/s) and p95 one-way delay (ms), and the mean loss (%),
+# from each run's pantheon_perf.json (Pantheon's own definitions). Pantheon's own runs of a
+# setting are judged against ours with `pantheon compare THEIRS DIR/<setting>` (Pantheon's names
+# read as ours: copa → copa_orig; docs/analysis.md).
 set -euo pipefail
 RUNS=${1:-10}
 SECS=${2:-30}
@@ -35,20 +42,41 @@ OUT=${FIDELITY_OUT:-$(mktemp -d /tmp/pscheme_fidelity.XXXXXX)}
 [[ -n "${FIDELITY_OUT:-}" ]] || trap 'rm -rf "$OUT"' EXIT
 mkdir -p "$OUT"
 trace=traces/10mbps.trace
-for setting in $SETTINGS; do
-  mm="mm-delay 28"
-  link=()
-  case "$setting" in
-    infinite) ;;
-    loss) mm="$mm mm-loss uplink 0.004 mm-loss downlink 0.004" ;;
-    droptail50) mm="$mm mm-loss uplink 0.004 mm-loss downlink 0.004"
-      link=(--extra-mm-link-args "--uplink-queue=droptail --uplink-queue-args=packets=50") ;;
-    *) echo "unknown setting $setting (infinite, loss, droptail50)" >&2; exit 2 ;;
-  esac
-  echo ">> $setting: $FIDELITY_SCHEMES; $RUNS run(s) of $SECS s" >&2
-  "$PANTHEON" run local --schemes "$FIDELITY_SCHEMES" --run-times "$RUNS" --runtime "$SECS" \
-    --data-dir "$OUT/$setting" --uplink-trace "$trace" --downlink-trace "$trace" \
-    --prepend-mm-cmds "$mm" "${link[@]}" >/dev/null
+# The schemes of $1 that have no run id $2 in $OUT/$1/pantheon_perf.json.
+missing() {
+  python3 - "$OUT/$1/pantheon_perf.json" "$2" $FIDELITY_SCHEMES <<'PY'
+import json, sys
+path, run, schemes = sys.argv[1], sys.argv[2], sys.argv[3:]
+try:
+    perf = json.load(open(path))
+except (OSError, ValueError):
+    perf = {}
+print(" ".join(s for s in schemes if not (perf.get(s) or {}).get(run, {}).get("all")))
+PY
+}
+for run in $(seq 1 "$RUNS"); do
+  for setting in $SETTINGS; do
+    mm="mm-delay 28"
+    link=()
+    case "$setting" in
+      infinite) ;;
+      loss) mm="$mm mm-loss uplink 0.004 mm-loss downlink 0.004" ;;
+      droptail50) mm="$mm mm-loss uplink 0.004 mm-loss downlink 0.004"
+        link=(--extra-mm-link-args "--uplink-queue=droptail --uplink-queue-args=packets=50") ;;
+      *) echo "unknown setting $setting (infinite, loss, droptail50)" >&2; exit 2 ;;
+    esac
+    todo=$(missing "$setting" "$run")
+    [[ -n "$todo" ]] || continue
+    if [[ -n "${FIDELITY_UNTIL:-}" ]] && (( $(date +%s) >= FIDELITY_UNTIL )); then
+      echo ">> stopped before run $run of $setting (FIDELITY_UNTIL)" >&2
+      break 2
+    fi
+    echo ">> run $run of $RUNS, $setting: $todo ($SECS s)" >&2
+    # A scheme that fails leaves its run out; the table counts the runs it has.
+    "$PANTHEON" run local --append --schemes "$todo" --start-run-id "$run" --run-times 1 \
+      --runtime "$SECS" --data-dir "$OUT/$setting" --uplink-trace "$trace" \
+      --downlink-trace "$trace" --prepend-mm-cmds "$mm" "${link[@]}" >/dev/null || true
+  done
 done
 python3 - "$OUT" "$SETTINGS" $FIDELITY_SCHEMES <<'PY'
 import json, statistics, sys

@@ -18,7 +18,7 @@ source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR, $PANTHE
 build_and_install >&2
 # Default: the registry schemes and every source scheme (issue 28; built from the mirrors in
 # $PANTHEON_SOURCE_MIRROR, or over the network). SCHEMES="…" picks others.
-SCHEMES=${SCHEMES:-"cubic bbr quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 copa ledbat \
+SCHEMES=${SCHEMES:-"cubic bbr quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 tquic_copa ledbat \
 $("$PANTHEON" schemes list --source --names | tr '\n' ' ')"}
 "$PANTHEON" schemes setup $SCHEMES >/dev/null
 OUT=$(mktemp -d /tmp/pschemes.XXXXXX)

@@ -141,9 +141,16 @@ while [ "$total" -lt "$want" ]; do
       kill -s "$signal" "$child" 2>/dev/null || true   # (it may have ended already)
       wait "$child" || true; child=
       "$pantheon" clean >/dev/null
-      [ "$fault" = kill ] && { "$pantheon" analyze "$dir" >/dev/null 2>&1 || true; }
-      [ "$(run1_logs "$dir")" = "$before" ] && [ "$(status_of "$dir" 1)" = ok ] \
-        || { echo "iteration $i ($fault): run 1 lost or altered" >&2; lost=$((lost + 1)); }
+      [ "$fault" = kill ] && { "$pantheon" analyze "$dir" >"$work/a$i.out" 2>&1 || true; }
+      if ! { [ "$(run1_logs "$dir")" = "$before" ] && [ "$(status_of "$dir" 1)" = ok ]; }; then
+        echo "iteration $i ($fault, after $r/10 s): run 1 lost or altered" >&2
+        lost=$((lost + 1))
+        # What the run, the analysis and the directory say, for whoever reads the log.
+        { echo "-- run's output:"; tail -5 "$work/r$i.out"
+          [ -f "$work/a$i.out" ] && { echo "-- analyze:"; tail -5 "$work/a$i.out"; }
+          echo "-- run 1's logs before / now:"; echo "$before"; run1_logs "$dir"
+          echo "-- directory:"; ls -la "$dir"; } >&2 || true
+      fi
       if [ "$(status_of "$dir" 2)" = ok ]; then
         missed[$fault]=$((${missed[$fault]:-0} + 1))   # the fault came after run 2 ended
       else

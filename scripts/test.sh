@@ -20,7 +20,7 @@ need_packages_not_started openssh-server munge slurmctld slurmd slurm-client
 # what the descriptors ask for (tquic_tools from crates.io for Copa and QUIC BBRv3, their
 # certificate and file).
 build_and_install
-pantheon schemes setup quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 copa ledbat
+pantheon schemes setup quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 tquic_copa ledbat
 # The source schemes (issue 28), cloned at their pins, verified, patched and built, from a
 # directory of git mirrors when the machine has one ($PANTHEON_SOURCE_MIRROR, else a `.mirror`
 # beside the checkout, else /work/.mirror), or over the network. One that cannot be had here

@@ -3,7 +3,7 @@
 //! Nix pins of the schemes no registry offers parse and cover their descriptors.
 //!
 //! Needs root, the workspace's scheme programs built next to `pantheon` (`cargo build
-//! --workspace --bins`) and `pantheon schemes setup copa quic_bbr3` done (tquic_tools, its
+//! --workspace --bins`) and `pantheon schemes setup tquic_copa quic_bbr3` done (tquic_tools, its
 //! certificate and file): `scripts/test.sh` does both, and installs `nix-bin`.
 
 use std::process::Command;
@@ -28,12 +28,52 @@ const MUST_RUN: [&str; 13] = [
     "quic_bbr",
     "quic_bbr2",
     "quic_bbr3",
-    "copa",
+    "tquic_copa",
     "ledbat",
     "webrtc",
     "indigo",
     "indigo_nocalib",
 ];
+
+/// Issue 55: `pantheon schemes era DAY` names, for each of Pantheon's schemes, the scheme here
+/// that runs it as Pantheon did that day — seed 001's day gives the seed era's Copa (genericCC
+/// with δ 0.5) and Pantheon's own SCReAM programs; Copa's last era is `copa_orig_2020`; a
+/// scheme Pantheon had not yet is none.
+#[test]
+fn schemes_era_names_each_pantheon_scheme_s_descriptor_of_the_day() {
+    let era = |day: &str| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+            .args(["schemes", "era", day, "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let of = |rows: &Value, name: &str| -> Value {
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["pantheon"] == name);
+        row.unwrap_or_else(|| panic!("no row for {name}"))["scheme"].clone()
+    };
+    let seed_001 = era("2017-08-30");
+    assert_eq!(of(&seed_001, "copa"), "copa_orig");
+    assert_eq!(of(&seed_001, "scream"), "scream");
+    assert_eq!(of(&seed_001, "default_tcp"), "cubic");
+    assert_eq!(of(&seed_001, "vivace"), Value::Null);
+    assert_eq!(of(&era("2024-06-01"), "copa"), "copa_orig_2020");
+    let bad = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args(["schemes", "era", "2017-8-30"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("write YYYY-MM-DD"));
+}
 
 #[test]
 fn every_scheme_that_must_run_here_passes_schemes_check() {

@@ -158,8 +158,13 @@ fn what_cannot_be_simulated_is_refused_before_anything_runs() {
                 "quiche reads the operating system's clock",
             ),
             (
-                with(&["--schemes", "copa"]),
+                with(&["--schemes", "tquic_copa"]),
                 "tquic reads the operating system's clock",
+            ),
+            (
+                // Pantheon's name with no era: the seed reports' era's Copa, genericCC.
+                with(&["--schemes", "copa"]),
+                "copa_orig cannot run in simulated time",
             ),
             (
                 with(&["--mix", "quic bbr@2"]),
@@ -176,6 +181,16 @@ fn what_cannot_be_simulated_is_refused_before_anything_runs() {
             (
                 with(&["--schemes", "quic", "--host-latency", "fast"]),
                 "expected ideal, measured or MIN+MEAN",
+            ),
+            (
+                // Pantheon's Copa of 2019 (genericCC d0153f8 with δ 0.5) has no descriptor here.
+                with(&["--schemes", "copa", "--pantheon-era", "2019-01-01"]),
+                "Pantheon's `copa` as it ran on 2019-01-01: no scheme here reproduces it",
+            ),
+            (
+                // The seed era's Copa is Pantheon's genericCC, which reads the system clock.
+                with(&["--schemes", "copa", "--pantheon-era", "2017-08-30"]),
+                "copa_orig cannot run in simulated time",
             ),
         ],
     );

@@ -8,6 +8,7 @@ use analyzer::compare::{compare, to_text, Comparison, SchemeRuns};
 use anyhow::{bail, Context};
 use serde::Deserialize;
 
+use crate::provenance::Day;
 use crate::schemes::Registry;
 
 /// Per-scheme run totals of a results directory ([`crate::analyze::perf_runs`]); or, for a
@@ -94,12 +95,94 @@ pub fn table_runs(rows: &[TableRow]) -> BTreeMap<String, SchemeRuns> {
         .collect()
 }
 
-/// Compares results directories `a` and `b`.
-pub fn compare_dirs(a: &Path, b: &Path, registry: &Registry) -> anyhow::Result<Comparison> {
-    Ok(compare(&load_runs(a, registry)?, &load_runs(b, registry)?))
+/// Compares results directories (or tables) `a` and `b`, each side's scheme names read as
+/// Pantheon's schemes of `era` ([`as_pantheon_ran`]), so that a directory of Pantheon's own runs
+/// naming `copa` is compared with our `copa_orig`.
+pub fn compare_dirs(
+    a: &Path,
+    b: &Path,
+    registry: &Registry,
+    era: Option<Day>,
+) -> anyhow::Result<Comparison> {
+    let read = |p: &Path| -> anyhow::Result<_> {
+        Ok(as_pantheon_ran(load_runs(p, registry)?, registry, era))
+    };
+    Ok(compare(&read(a)?, &read(b)?))
+}
+
+/// `runs` under the names [`Registry::read_as_of`] gives for `era`: with a day, each of
+/// Pantheon's names becomes the scheme here that ran as Pantheon's that day; without one, only
+/// a Pantheon name no scheme here carries is read, as of the seed reports' era (`copa` →
+/// `copa_orig`, `default_tcp` → `cubic`). A name with no scheme of its era stays as it is; two
+/// names that become one keep the runs of both.
+pub fn as_pantheon_ran(
+    runs: BTreeMap<String, SchemeRuns>,
+    registry: &Registry,
+    era: Option<Day>,
+) -> BTreeMap<String, SchemeRuns> {
+    let names: Vec<String> = runs.keys().cloned().collect();
+    let mut read = BTreeMap::<String, SchemeRuns>::new();
+    for ((asked, ours), (_, r)) in registry.read_as_of(&names, era).into_iter().zip(runs) {
+        let into = read.entry(ours.unwrap_or(asked)).or_default();
+        into.tput_mbps.extend(r.tput_mbps);
+        into.delay_ms.extend(r.delay_ms);
+        into.loss_pct.extend(r.loss_pct);
+    }
+    read
 }
 
 /// The comparison as text, headed by the two directories.
 pub fn render(a: &Path, b: &Path, c: &Comparison) -> String {
     format!("1: {}\n2: {}\n\n{}", a.display(), b.display(), to_text(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 55: a table of Pantheon's runs names Pantheon's schemes (2017's `copa` and
+    /// `default_tcp`); compared with ours they meet our `copa_orig` and `cubic`, read as of the
+    /// seed reports' era by default and as of a day when one is given.
+    #[test]
+    fn pantheon_s_names_meet_ours_in_a_comparison() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let theirs = table(
+            "pantheon.csv",
+            "scheme,tput_mbps,delay_ms\ncopa,8.0,40\ndefault_tcp,9.0,300\nvivace,8.5,40\n",
+        );
+        let ours = table(
+            "ours.csv",
+            "scheme,tput_mbps,delay_ms\ncopa_orig,9.6,42\ncubic,9.9,2000\nvivace,8.8,39\n",
+        );
+        let registry = Registry::load(None).unwrap();
+        let schemes = |c: &Comparison| {
+            let mut s: Vec<String> = c.rows.iter().map(|r| r.scheme.clone()).collect();
+            s.dedup();
+            s
+        };
+        let c = compare_dirs(&theirs, &ours, &registry, None).unwrap();
+        assert_eq!(schemes(&c), ["copa_orig", "cubic", "vivace"]);
+        assert!(c.only_in_a.is_empty() && c.only_in_b.is_empty(), "{c:?}");
+        // As of seed 001's day Vivace was not Pantheon's yet: its name stays, on both sides.
+        let c = compare_dirs(&theirs, &ours, &registry, Some(Day::SEEDS)).unwrap();
+        assert_eq!(schemes(&c), ["copa_orig", "cubic", "vivace"]);
+        let merged = as_pantheon_ran(
+            crate::compare::load_runs(
+                &table(
+                    "both.csv",
+                    "scheme,tput_mbps,delay_ms\ndefault_tcp,1,2\ncubic,3,4\n",
+                ),
+                &registry,
+            )
+            .unwrap(),
+            &registry,
+            None,
+        );
+        assert_eq!(merged["cubic"].tput_mbps.len(), 2, "{merged:?}");
+    }
 }

@@ -70,9 +70,21 @@ pub enum Fidelity {
     /// (windows, packet size, constants) set to the original's where it exposes them; the
     /// deviations say which could not be.
     Reimplemented,
-    /// Not Pantheon's scheme: the name is kept for continuity, the reason is in the deviations,
-    /// and [`Provenance::instead`] names the descriptor that is (if any).
+    /// Not Pantheon's scheme (then it is not called by Pantheon's name: `tquic_copa`): the
+    /// reason is in the deviations, and [`Provenance::instead`] names the descriptor that is
+    /// (if any).
     NotReproduced,
+}
+
+impl Fidelity {
+    /// As written in a descriptor: `original`, `reimplemented`, `not_reproduced`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fidelity::Original => "original",
+            Fidelity::Reimplemented => "reimplemented",
+            Fidelity::NotReproduced => "not_reproduced",
+        }
+    }
 }
 
 /// One difference between our scheme and Pantheon's, and why.
@@ -100,7 +112,9 @@ pub struct Provenance {
     /// The wrapper's path at that commit (`src/copa.py`, `src/wrappers/vivace.py`).
     pub wrapper: String,
     /// The span of Pantheon's history in which the wrapper ran the scheme this way: first and
-    /// last date (`2017-08-27 – 2018-06-18`; `… – today` for the last era).
+    /// last date, `YYYY-MM-DD – YYYY-MM-DD` or `YYYY-MM-DD – today` for the last era, then
+    /// optionally a note (`2017-08-27 – 2018-06-18 (genericCC f7ca42f)`); [`Provenance::span`]
+    /// reads it.
     pub era: String,
     /// What the wrapper ran: programs, arguments, environment, which side went first.
     pub ran: String,
@@ -164,8 +178,116 @@ impl Provenance {
         if self.instead.is_some() && self.fidelity != Fidelity::NotReproduced {
             return Err("pantheon.instead is for fidelity = \"not_reproduced\"".into());
         }
+        self.span()?;
         Ok(())
     }
+
+    /// The era's first and last day (`None`: to this day), read from [`Provenance::era`].
+    /// Errors name the field and the form expected.
+    pub fn span(&self) -> Result<(Day, Option<Day>), String> {
+        let bad = || {
+            format!(
+                "pantheon.era {:?}: write `YYYY-MM-DD – YYYY-MM-DD` or `YYYY-MM-DD – today`, \
+                 then any note",
+                self.era
+            )
+        };
+        let era = self.era.trim();
+        let (first, rest) = era.split_once(" – ").ok_or_else(bad)?;
+        let first = Day::parse(first).map_err(|_| bad())?;
+        let last = rest.get(..10).unwrap_or(rest);
+        let last = if rest.starts_with("today") {
+            None
+        } else {
+            Some(Day::parse(last).map_err(|_| bad())?)
+        };
+        if last.is_some_and(|l| l < first) {
+            return Err(format!("pantheon.era {:?} ends before it starts", self.era));
+        }
+        Ok((first, last))
+    }
+
+    /// Whether Pantheon ran the scheme this way on `day` (the era's first and last day
+    /// included).
+    pub fn covers(&self, day: Day) -> bool {
+        self.span()
+            .is_ok_and(|(first, last)| first <= day && last.is_none_or(|l| day <= l))
+    }
+}
+
+/// A calendar day, `YYYY-MM-DD`: the unit of Pantheon's eras. Ordered by date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Day {
+    /// Year.
+    pub year: u16,
+    /// Month, 1–12.
+    pub month: u8,
+    /// Day of the month, 1–31.
+    pub day: u8,
+}
+
+impl Day {
+    /// The seed reports' era: 2017-08-30, the day of Pantheon `5ea146a`, the commit seed 001's
+    /// report names. A Pantheon name that no descriptor here carries (`copa`: ours from tquic is
+    /// `tquic_copa`) is read as of this day unless `--pantheon-era` says another
+    /// ([`crate::schemes::Registry::read_as_of`]).
+    pub const SEEDS: Day = Day {
+        year: 2017,
+        month: 8,
+        day: 30,
+    };
+
+    /// Reads `YYYY-MM-DD` (a day of a month of up to 31 days; the calendar is not checked
+    /// further). Errors say what was expected.
+    pub fn parse(s: &str) -> Result<Day, String> {
+        let bad = || format!("{s:?} is not a day: write YYYY-MM-DD, e.g. 2017-08-30");
+        let b = s.as_bytes();
+        if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+            return Err(bad());
+        }
+        let num = |r: std::ops::Range<usize>| {
+            s.get(r)
+                .filter(|p| p.bytes().all(|c| c.is_ascii_digit()))
+                .and_then(|p| p.parse::<u16>().ok())
+                .ok_or_else(bad)
+        };
+        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+            return Err(bad());
+        }
+        Ok(Day {
+            year,
+            month: month as u8,
+            day: day as u8,
+        })
+    }
+}
+
+impl std::str::FromStr for Day {
+    type Err = String;
+
+    /// As [`Day::parse`] (so that a command-line flag can be a `Day`).
+    fn from_str(s: &str) -> Result<Day, String> {
+        Day::parse(s)
+    }
+}
+
+impl std::fmt::Display for Day {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
+    }
+}
+
+/// Pantheon's names that mean the same scheme: `default_tcp` (2017) became `cubic` (2018).
+pub fn same_pantheon_scheme(a: &str, b: &str) -> bool {
+    fn canonical(n: &str) -> &str {
+        if n == "default_tcp" {
+            "cubic"
+        } else {
+            n
+        }
+    }
+    canonical(a) == canonical(b)
 }
 
 /// Whether a scheme named `name` must carry a `[pantheon]` table: it has one of Pantheon's
@@ -222,6 +344,32 @@ why = "GCC 12"
         let mut p = good();
         p.instead = Some("copa_orig".into());
         assert!(p.check().unwrap_err().contains("not_reproduced"));
+    }
+
+    #[test]
+    fn an_era_is_read_with_its_note_and_covers_its_days() {
+        let day = |s| Day::parse(s).unwrap();
+        let mut p = good();
+        p.era = "2017-08-27 – 2018-06-18 (genericCC f7ca42f)".into();
+        assert_eq!(p.span(), Ok((day("2017-08-27"), Some(day("2018-06-18")))));
+        assert!(p.covers(day("2017-08-27")) && p.covers(day("2018-06-18")));
+        assert!(!p.covers(day("2017-08-26")) && !p.covers(day("2018-06-19")));
+        p.era = "2020-03-13 – today".into();
+        assert!(p.covers(day("2026-11-27")) && !p.covers(day("2019-12-31")));
+        for bad in [
+            "2017-08-27",
+            "2017-8-27 – today",
+            "2018-06-18 – 2017-08-27",
+            "since 2017",
+        ] {
+            p.era = bad.into();
+            assert!(p.check().unwrap_err().contains("pantheon.era"), "{bad}");
+        }
+        assert!(Day::parse("2017-13-01").is_err());
+        assert_eq!(day("2017-08-30").to_string(), "2017-08-30");
+        assert!(
+            same_pantheon_scheme("default_tcp", "cubic") && !same_pantheon_scheme("copa", "cubic")
+        );
     }
 
     #[test]

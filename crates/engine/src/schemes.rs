@@ -634,12 +634,28 @@ pub enum RegistryError {
         message: String,
     },
     /// A scheme name nobody describes.
-    #[error("unknown scheme `{name}` (known: {known})")]
+    #[error("unknown scheme `{name}` ({pantheon}known: {known})")]
     Unknown {
         /// The name asked for.
         name: String,
+        /// For one of Pantheon's names, the schemes here that stand for it, `Pantheon's copa
+        /// is run by copa_orig (original, 2017-08-27 – …), …; `, else empty.
+        pantheon: String,
         /// The names that exist.
         known: String,
+    },
+    /// No descriptor runs a Pantheon scheme as Pantheon ran it on a day.
+    #[error(
+        "Pantheon's `{scheme}` as it ran on {day}: no scheme here reproduces it ({eras}); \
+         write a descriptor of your own with a [pantheon] table (docs/schemes.md)"
+    )]
+    NoEra {
+        /// Pantheon's name of the scheme.
+        scheme: String,
+        /// The day asked for, `YYYY-MM-DD`.
+        day: String,
+        /// The eras that are described, `name: era` each, or why none is.
+        eras: String,
     },
 }
 
@@ -758,19 +774,194 @@ impl Registry {
             .get(name)
             .ok_or_else(|| RegistryError::Unknown {
                 name: name.to_owned(),
+                pantheon: self.standing_for(name),
                 known: self.schemes.keys().cloned().collect::<Vec<_>>().join(", "),
             })
+    }
+
+    /// The schemes here whose `[pantheon]` table names Pantheon's `name`, for an error:
+    /// `Pantheon's copa is run by copa_orig (original, 2017-08-27 – 2018-06-18), …; ` (empty
+    /// if none does).
+    fn standing_for(&self, name: &str) -> String {
+        let by: Vec<String> = self
+            .described_as(name)
+            .into_iter()
+            .map(|(s, p)| format!("{} ({}, {})", s.name, p.fidelity.as_str(), p.era))
+            .collect();
+        if by.is_empty() {
+            String::new()
+        } else {
+            format!("Pantheon's {name} is run by {}; ", by.join(", "))
+        }
     }
 
     /// All schemes, by name.
     pub fn all(&self) -> impl Iterator<Item = &Scheme> {
         self.schemes.values()
     }
+
+    /// The schemes whose `[pantheon]` table names Pantheon's `pantheon_name` (`default_tcp` and
+    /// `cubic` are one scheme), with that table, by name.
+    fn described_as(&self, pantheon_name: &str) -> Vec<(&Scheme, &crate::provenance::Provenance)> {
+        self.all()
+            .filter_map(|s| Some((s, s.pantheon.as_ref()?)))
+            .filter(|(_, p)| crate::provenance::same_pantheon_scheme(&p.scheme, pantheon_name))
+            .collect()
+    }
+
+    /// `names` read as Pantheon's schemes of `era` (`--pantheon-era`): with a day, each of
+    /// Pantheon's names becomes the scheme [`Registry::as_pantheon_ran`] gives (or its error);
+    /// without one, only a Pantheon name that no descriptor here carries (`copa`,
+    /// `default_tcp`) is read, as of the seed reports' era ([`Day::SEEDS`](crate::provenance::Day::SEEDS)).
+    /// Other names stay as they are. In order, each beside the name asked.
+    pub fn read_as_of(
+        &self,
+        names: &[String],
+        era: Option<crate::provenance::Day>,
+    ) -> Vec<(String, Result<String, RegistryError>)> {
+        use crate::provenance::{needs_provenance, Day};
+        names
+            .iter()
+            .map(|name| {
+                let day = era.or((!self.schemes.contains_key(name)).then_some(Day::SEEDS));
+                let ours = match day {
+                    Some(day) if needs_provenance(name) => {
+                        self.as_pantheon_ran(name, day).map(|s| s.name.clone())
+                    }
+                    _ => Ok(name.clone()),
+                };
+                (name.clone(), ours)
+            })
+            .collect()
+    }
+
+    /// The scheme that runs Pantheon's `pantheon_name` as Pantheon ran it on `day` (issue 55):
+    /// of the descriptors whose `[pantheon]` table names it (`default_tcp` and `cubic` are one
+    /// scheme), reproduce it (not `not_reproduced`) and have an era that covers the day, an
+    /// `original` before a `reimplemented`, then the first by name. Errors if `pantheon_name`
+    /// is none of [`crate::provenance::PANTHEON_SCHEMES`] or no descriptor covers the day (the
+    /// error lists the eras there are).
+    pub fn as_pantheon_ran(
+        &self,
+        pantheon_name: &str,
+        day: crate::provenance::Day,
+    ) -> Result<&Scheme, RegistryError> {
+        use crate::provenance::{Fidelity, PANTHEON_SCHEMES};
+        if !PANTHEON_SCHEMES.contains(&pantheon_name) {
+            return Err(RegistryError::NoEra {
+                scheme: pantheon_name.to_owned(),
+                day: day.to_string(),
+                eras: format!(
+                    "it is none of Pantheon's scheme names: {}",
+                    PANTHEON_SCHEMES.join(", ")
+                ),
+            });
+        }
+        let described: Vec<(&Scheme, &crate::provenance::Provenance)> = self
+            .described_as(pantheon_name)
+            .into_iter()
+            .filter(|(_, p)| p.fidelity != Fidelity::NotReproduced)
+            .collect();
+        let rank = |f: Fidelity| (f != Fidelity::Original) as u8;
+        described
+            .iter()
+            .filter(|(_, p)| p.covers(day))
+            .min_by_key(|(s, p)| (rank(p.fidelity), &s.name))
+            .map(|(s, _)| *s)
+            .ok_or_else(|| RegistryError::NoEra {
+                scheme: pantheon_name.to_owned(),
+                day: day.to_string(),
+                eras: if described.is_empty() {
+                    "no descriptor reproduces it in any era".to_owned()
+                } else {
+                    let eras: Vec<String> = described
+                        .iter()
+                        .map(|(s, p)| format!("{}: {}", s.name, p.era))
+                        .collect();
+                    format!("eras described: {}", eras.join("; "))
+                },
+            })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 55: Pantheon's schemes as they ran on a day — the seed reports' day gives the seed
+    /// era's Copa and SCReAM; 2021 gives Copa's last era; a day no descriptor covers is an
+    /// error naming the eras there are.
+    #[test]
+    fn pantheon_s_schemes_resolve_to_the_descriptor_of_their_era() {
+        use crate::provenance::Day;
+        let r = Registry::load(None).unwrap();
+        let day = |s| Day::parse(s).unwrap();
+        let on = |name, d| r.as_pantheon_ran(name, day(d)).map(|s| s.name.as_str());
+        let seed_001 = "2017-08-30";
+        assert_eq!(on("copa", seed_001).unwrap(), "copa_orig");
+        assert_eq!(on("copa", "2021-01-01").unwrap(), "copa_orig_2020");
+        assert_eq!(on("scream", seed_001).unwrap(), "scream");
+        assert_eq!(on("default_tcp", seed_001).unwrap(), "cubic");
+        assert_eq!(on("cubic", "2019-01-01").unwrap(), "cubic");
+        assert_eq!(on("quic", seed_001).unwrap(), "quic");
+        let gap = on("copa", "2019-01-01").unwrap_err().to_string();
+        assert!(
+            gap.contains("copa_orig: 2017-08-27") && gap.contains("copa_orig_2020: 2020-03-13"),
+            "{gap}"
+        );
+        assert!(on("copa", "2017-01-01").is_err(), "before Pantheon's Copa");
+        assert!(
+            on("vivace", seed_001).is_err(),
+            "Vivace joined Pantheon in 2018"
+        );
+        let not_pantheon = on("quic_bbr", seed_001).unwrap_err().to_string();
+        assert!(
+            not_pantheon.contains("none of Pantheon's"),
+            "{not_pantheon}"
+        );
+    }
+
+    /// Issue 55: a scheme that is not Pantheon's is not called by Pantheon's name (tquic's Copa
+    /// is `tquic_copa`); Pantheon's `copa` with no era asked for is the seed reports' era's,
+    /// with an era the era's; our own names stay ours; an unknown Pantheon name says which
+    /// schemes here stand for it.
+    #[test]
+    fn pantheon_names_no_scheme_carries_read_as_the_seeds_era() {
+        use crate::provenance::Day;
+        let r = Registry::load(None).unwrap();
+        let read = |names: &[&str], era| -> Vec<String> {
+            let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            r.read_as_of(&names, era)
+                .into_iter()
+                .map(|(_, ours)| ours.unwrap())
+                .collect()
+        };
+        let names = ["copa", "default_tcp", "tquic_copa", "quic_bbr"];
+        assert_eq!(
+            read(&names, None),
+            ["copa_orig", "cubic", "tquic_copa", "quic_bbr"]
+        );
+        assert_eq!(read(&names, Some(Day::SEEDS)), read(&names, None));
+        let era_2021 = read(&names, Some(Day::parse("2021-01-01").unwrap()));
+        assert_eq!(era_2021[0], "copa_orig_2020");
+        // A Pantheon name a scheme here carries stays that scheme without an era (with one it
+        // is read: Pantheon's Indigo of 2017 has no scheme here).
+        assert_eq!(read(&["indigo"], None), ["indigo"]);
+        assert!(r.read_as_of(&["indigo".into()], Some(Day::SEEDS))[0]
+            .1
+            .is_err());
+        let unknown = r.get("copa").unwrap_err().to_string();
+        assert!(
+            unknown.contains("Pantheon's copa is run by copa_orig (original, 2017-08-27")
+                && unknown.contains("tquic_copa (not_reproduced"),
+            "{unknown}"
+        );
+        assert!(!r
+            .get("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("Pantheon's"));
+    }
 
     /// Issue 55: every built-in scheme with one of Pantheon's names, and every descriptor that
     /// stands for a Pantheon scheme under a name of its own (an era, the original program),
@@ -779,7 +970,7 @@ mod tests {
     fn every_pantheon_named_scheme_cites_its_wrapper_and_deviations() {
         use crate::provenance::{needs_provenance, Fidelity};
         let r = Registry::load(None).unwrap();
-        let stand_ins = ["copa_orig", "copa_orig_2020", "indigo_orig"];
+        let stand_ins = ["copa_orig", "copa_orig_2020", "indigo_orig", "tquic_copa"];
         let mut cited = 0;
         for s in r.all() {
             let Some(p) = &s.pantheon else {
@@ -861,7 +1052,7 @@ mod tests {
         let cubic = r.get("cubic").unwrap();
         assert!(cubic.runs_workload("bulk") && cubic.runs_workload("page"));
         assert_eq!(cubic.workload_kinds(), ["bulk", "bytes", "poisson", "page"]);
-        let copa = r.get("copa").unwrap();
+        let copa = r.get("tquic_copa").unwrap();
         assert!(copa.runs_workload("bulk") && !copa.runs_workload("bytes"));
         let w = FlowWorkload {
             spec: "poisson,rate=5,size=fixed:125000".into(),

@@ -484,7 +484,7 @@ list = ["cubic cubic+60"]
         for want in [
             "cubic ledbat",
             "bbr cubic",
-            "copa ledbat",
+            "tquic_copa ledbat",
             "quic_bbr3 ledbat",
             "quic_bbr3",
         ] {

@@ -406,7 +406,7 @@ mod tests {
     fn plan() -> SweepPlan {
         let f = SweepFile::parse(
             "name = \"t\"\n[environments]\nemulators = [\"nepal-aws-india\"]\n\
-             [mixes]\nlist = [\"cubic\", \"bbr\", \"copa\", \"vegas\", \"ledbat\"]\n",
+             [mixes]\nlist = [\"cubic\", \"bbr\", \"tquic_copa\", \"vegas\", \"ledbat\"]\n",
             "t.toml",
         )
         .unwrap();

@@ -14,9 +14,10 @@
 //! 1436 bytes = the tunnel's 1464-byte IP MTU − 20 bytes IPv4 − 8 bytes UDP) and path-MTU
 //! discovery is off, so no datagram is ever larger than the tunnel carries.
 //!
-//! `--cc cubic-chromium` (the `quic` scheme) runs quinn's Cubic within the limits of the QUIC
-//! Pantheon ran, Chromium's of 2017: initial window 32 × 1 460 bytes, ceiling 2 000 × 1 460,
-//! 1 350-byte packets, the client's stream and connection receive windows 6 and 15 MiB
+//! `--cc cubic-chromium` (the `quic` scheme) runs the congestion controller of the QUIC Pantheon
+//! ran, Chromium's `TcpCubicSenderBytes` of 2017, ported (two emulated connections, hybrid slow
+//! start, initial window 32 × 1 460 bytes, ceiling 2 000 × 1 460), with its 1 350-byte packets
+//! and the client's stream and connection receive windows of 6 and 15 MiB
 //! (`sim::quic::chromium_2017` cites each in Chromium's source).
 //!
 //! **Workloads** (issue 29, `docs/workloads.md`): with `--workload SPEC --seed N --transfers
@@ -79,8 +80,8 @@ struct Cli {
 #[derive(Clone, Copy, ValueEnum)]
 enum Cc {
     Cubic,
-    /// quinn's Cubic within Chromium 2017's limits, with its packet size and flow-control
-    /// windows (`sim::quic::chromium_2017`): the `quic` scheme, as Pantheon's proto-quic.
+    /// Chromium 2017's Cubic (ported: `sim::quic::chromium_2017`), with its packet size and
+    /// flow-control windows: the `quic` scheme, as Pantheon's proto-quic.
     CubicChromium,
     Newreno,
     Bbr,

@@ -13,6 +13,13 @@ pub(crate) struct CompareArgs {
     a: PathBuf,
     /// The second.
     b: PathBuf,
+    /// Read each side's scheme names as Pantheon's schemes of this day, YYYY-MM-DD, so that a
+    /// results directory of Pantheon's own runs meets ours: its copa of 2017-08-30 is compared
+    /// with copa_orig, its default_tcp with cubic. Without it, the names no scheme here is
+    /// called by (Pantheon's copa, default_tcp) are read as of the seed reports' era,
+    /// 2017-08-30; other names are compared as they are. See `pantheon schemes era`.
+    #[arg(long, value_name = "DAY")]
+    pantheon_era: Option<engine::provenance::Day>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -26,12 +33,13 @@ pub(crate) fn exec(
     CompareArgs {
         a,
         b,
+        pantheon_era,
         json,
         schemes_dir,
     }: CompareArgs,
 ) -> anyhow::Result<ExitCode> {
     let registry = Registry::load(schemes_dir.as_deref())?;
-    let c = engine::compare::compare_dirs(&a, &b, &registry)?;
+    let c = engine::compare::compare_dirs(&a, &b, &registry, pantheon_era)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&c)?);
     } else {

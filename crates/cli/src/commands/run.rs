@@ -153,6 +153,14 @@ pub(crate) struct CommonRunArgs {
     /// Run every scheme that can run on this machine.
     #[arg(long, conflicts_with_all = ["mix", "config_file"])]
     all: bool,
+    /// Read the names in --schemes that are Pantheon's (copa, quic, scream, default_tcp, …) as
+    /// Pantheon ran those schemes on this day, YYYY-MM-DD: each is replaced by the scheme here
+    /// whose `[pantheon]` era covers the day (copa on 2017-08-30 → copa_orig), said on stderr;
+    /// other names are kept. Errors if a Pantheon name has no scheme of that era. Without it,
+    /// a Pantheon name no scheme here is called by (copa: tquic's Copa is tquic_copa) is read
+    /// as of the seed reports' era, 2017-08-30. See `pantheon schemes era`.
+    #[arg(long, value_name = "DAY", requires = "schemes")]
+    pantheon_era: Option<engine::provenance::Day>,
     /// A mixed experiment: flows of different schemes on the one bottleneck, each
     /// SCHEME[@START[-STOP]][+DELAY][(WORKLOAD)], START and STOP in seconds after the run
     /// starts, e.g. "cubic bbr@10 ledbat@20-40" (cubic from the start, bbr from 10 s, ledbat
@@ -263,22 +271,25 @@ fn mix_of(c: &CommonRunArgs) -> anyhow::Result<Option<Mix>> {
     Ok(Some(Config::load(file).context("--config-file")?.mix))
 }
 
-/// The schemes of `--schemes`, or with `--all` every scheme that can run here (with
-/// `simulate`, every scheme that can be simulated; the others named on stderr); shuffled with
-/// `seed` if `--random-order`; a mix's name alone.
+/// The schemes of `--schemes` (Pantheon's names read as of `--pantheon-era`), or with `--all`
+/// every scheme that can run here (with `simulate`, every scheme that can be simulated; the
+/// others named on stderr); shuffled with `seed` if `--random-order`; a mix's name alone.
 fn chosen_schemes(
     c: &CommonRunArgs,
     registry: &Registry,
     seed: u64,
     mix: Option<&Mix>,
     simulate: bool,
-) -> Vec<String> {
+) -> anyhow::Result<Vec<String>> {
     if let Some(mix) = mix {
-        return vec![mix.name.clone()];
+        return Ok(vec![mix.name.clone()]);
     }
     let sys = SystemInfo::probe();
     let mut schemes: Vec<String> = match &c.schemes {
-        Some(s) => s.split_whitespace().map(str::to_owned).collect(),
+        Some(s) => {
+            let names = s.split_whitespace().map(str::to_owned).collect();
+            as_pantheon_ran(registry, names, c.pantheon_era)?
+        }
         None => registry
             .all()
             .filter(|s| {
@@ -300,7 +311,41 @@ fn chosen_schemes(
     if c.random_order {
         schemes.shuffle(&mut SmallRng::seed_from_u64(seed));
     }
-    schemes
+    Ok(schemes)
+}
+
+/// `--pantheon-era DAY`: each of Pantheon's names among `names` replaced by the scheme of that
+/// day's era, the others kept; without an era, the Pantheon names no scheme here is called by,
+/// as of the seeds' era ([`Registry::read_as_of`]). Each change is said on stderr; errors if a
+/// name has no scheme of its era.
+fn as_pantheon_ran(
+    registry: &Registry,
+    names: Vec<String>,
+    era: Option<engine::provenance::Day>,
+) -> anyhow::Result<Vec<String>> {
+    registry
+        .read_as_of(&names, era)
+        .into_iter()
+        .map(|(asked, ours)| {
+            let ours = ours?;
+            if ours != asked {
+                eprintln!("{}: Pantheon's {asked} → {ours}", era_said(era));
+            }
+            Ok(ours)
+        })
+        .collect()
+}
+
+/// How a message names the era Pantheon's names were read as of: `--pantheon-era DAY`, or the
+/// seeds' era when none was given.
+pub(crate) fn era_said(era: Option<engine::provenance::Day>) -> String {
+    match era {
+        Some(day) => format!("--pantheon-era {day}"),
+        None => format!(
+            "the seed reports' era ({}; --pantheon-era DAY for another)",
+            engine::provenance::Day::SEEDS
+        ),
+    }
 }
 
 /// The plan of the common flags (of a simulated experiment with `simulate`); the local-only
@@ -312,7 +357,7 @@ fn common_plan(
     simulate: bool,
 ) -> anyhow::Result<ExperimentPlan> {
     let mix = mix_of(c)?;
-    let schemes = chosen_schemes(c, registry, seed, mix.as_ref(), simulate);
+    let schemes = chosen_schemes(c, registry, seed, mix.as_ref(), simulate)?;
     Ok(ExperimentPlan {
         schemes,
         run_times: c.run_times,

@@ -1,4 +1,4 @@
-//! `pantheon schemes list|setup|check`: the scheme library.
+//! `pantheon schemes list|setup|era|check`: the scheme library.
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -71,6 +71,20 @@ pub(crate) enum SchemesAction {
         #[command(flatten)]
         mirror: MirrorArgs,
     },
+    /// Which scheme here runs each of Pantheon's schemes as Pantheon ran it on a day (its
+    /// wrappers changed programs and arguments over the years: Copa's δ, SCReAM's program):
+    /// one line per Pantheon scheme name, the descriptor whose `[pantheon]` era covers the day,
+    /// or why none does. `run --pantheon-era DAY` runs them. See docs/schemes.md.
+    Era {
+        /// The day, YYYY-MM-DD (e.g. 2017-08-30, the day of seed 001's Pantheon commit).
+        day: engine::provenance::Day,
+        /// Extra scheme descriptors (*.toml).
+        #[arg(long)]
+        schemes_dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run each scheme through a short emulated run (10 Mbit/s both ways, mm-delay 28, through
     /// the tunnel) and say which work and, precisely, what is wrong with the others (needs
     /// root). Exit status 1 if any fails.
@@ -133,6 +147,14 @@ pub(crate) fn exec(action: SchemesAction) -> anyhow::Result<ExitCode> {
             let rows = outcomes.iter().map(|o| (&*o.scheme, o.ok, &*o.detail));
             Ok(verdict_lines(rows, true))
         }
+        SchemesAction::Era {
+            day,
+            schemes_dir,
+            json,
+        } => {
+            let registry = Registry::load(schemes_dir.as_deref())?;
+            era(&registry, day, json)
+        }
         SchemesAction::Check {
             names,
             runtime,
@@ -165,23 +187,71 @@ pub(crate) fn exec(action: SchemesAction) -> anyhow::Result<ExitCode> {
 /// `; Pantheon's copa (not reproduced: see copa_orig)` and the like: what `schemes list` says of
 /// a scheme that stands for one of Pantheon's ([`engine::provenance`]).
 fn as_pantheon(s: &Scheme) -> String {
-    use engine::provenance::Fidelity;
     let Some(p) = &s.pantheon else {
         return String::new();
     };
-    let how = match (p.fidelity, &p.instead) {
-        (Fidelity::Original, _) => "its program".to_owned(),
-        (Fidelity::Reimplemented, _) => "reimplemented".to_owned(),
-        (Fidelity::NotReproduced, Some(i)) => format!("NOT reproduced: see {i}"),
-        (Fidelity::NotReproduced, None) => "NOT reproduced".to_owned(),
-    };
     format!(
-        "; Pantheon's {} ({how}, {} deviation(s), wrapper {} at {})",
+        "; Pantheon's {} ({}, {} deviation(s), wrapper {} at {})",
         p.scheme,
+        fidelity_phrase(p),
         p.deviations.len(),
         p.wrapper,
         &p.commit[..7]
     )
+}
+
+/// `its program`, `reimplemented`, `NOT reproduced: see copa_orig`.
+fn fidelity_phrase(p: &engine::provenance::Provenance) -> String {
+    use engine::provenance::Fidelity;
+    match (p.fidelity, &p.instead) {
+        (Fidelity::Original, _) => "its program".to_owned(),
+        (Fidelity::Reimplemented, _) => "reimplemented".to_owned(),
+        (Fidelity::NotReproduced, Some(i)) => format!("NOT reproduced: see {i}"),
+        (Fidelity::NotReproduced, None) => "NOT reproduced".to_owned(),
+    }
+}
+
+/// `pantheon schemes era DAY`: each of Pantheon's scheme names, and the scheme here that runs it
+/// as Pantheon did that day (or why none does).
+fn era(registry: &Registry, day: engine::provenance::Day, json: bool) -> anyhow::Result<ExitCode> {
+    let mut rows = Vec::new();
+    if !json {
+        println!("Pantheon's schemes as Pantheon ran them on {day}:");
+    }
+    for name in engine::provenance::PANTHEON_SCHEMES {
+        let found = registry.as_pantheon_ran(name, day);
+        if json {
+            rows.push(match &found {
+                Ok(s) => serde_json::json!({"pantheon": name, "scheme": s.name,
+                    "pantheon_table": s.pantheon}),
+                Err(e) => serde_json::json!({"pantheon": name, "scheme": null,
+                    "reason": e.to_string()}),
+            });
+            continue;
+        }
+        match found {
+            Ok(s) => {
+                let p = s
+                    .pantheon
+                    .as_ref()
+                    .expect("resolved through its [pantheon] table");
+                println!(
+                    "  {name:<17} → {:<16} ({}; era {})",
+                    s.name,
+                    fidelity_phrase(p),
+                    p.era
+                );
+            }
+            Err(engine::schemes::RegistryError::NoEra { eras, .. }) => {
+                println!("  {name:<17} → none ({eras})")
+            }
+            Err(e) => println!("  {name:<17} → none: {e}"),
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `pantheon schemes list`: one line per scheme, runnable or why not, and its notes.

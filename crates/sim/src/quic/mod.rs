@@ -15,14 +15,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::any::Any;
-use std::time::Instant;
-
-use quinn_proto::congestion::{
-    BbrConfig, Controller as Congestion, ControllerFactory, ControllerMetrics, CubicConfig,
-    NewRenoConfig,
-};
-use quinn_proto::{RttEstimator, TransportConfig, VarInt};
+use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
+use quinn_proto::{TransportConfig, VarInt};
 
 /// A factory of a flow's congestion controller, as quinn-proto's transport settings take it:
 /// one of [`Controller`]'s or any other (`indigo`'s learned controller).
@@ -37,40 +31,14 @@ pub enum Controller {
     NewReno,
     /// BBR (BBRv1; quinn marks it experimental): `quic_bbr`.
     Bbr,
-    /// quinn's Cubic within the limits of Chromium's QUIC Cubic of 2017 (proto-quic 77961f1,
-    /// the QUIC Pantheon ran in the seed reports' era; [`chromium_2017`]): an initial window of
-    /// 32 packets and a ceiling of 2 000 packets, both of Chromium's 1 460-byte MSS: the `quic`
-    /// scheme.
+    /// Chromium's QUIC Cubic of 2017 (proto-quic 77961f1, the QUIC Pantheon ran in the seed
+    /// reports' era), ported: [`chromium_2017::TcpCubicSenderBytes`] (two emulated
+    /// connections, hybrid slow start, an initial window of 32 and a ceiling of 2 000 packets
+    /// of 1 460 bytes): the `quic` scheme.
     CubicChromium,
 }
 
-/// Chromium's QUIC of 2017 (proto-quic at 77961f1, 2017-05-23, the `third_party/proto-quic` of
-/// Pantheon's commit 5ea146a that seed 001 names), the limits that shape a bulk flow, with
-/// their source files under `src/net/`:
-pub mod chromium_2017 {
-    /// `kDefaultTCPMSS`, bytes: the unit of Chromium's congestion windows
-    /// (quic/core/quic_constants.h).
-    pub const MSS: u64 = 1460;
-    /// `kInitialCongestionWindow`, packets (quic/core/quic_constants.h).
-    pub const INITIAL_WINDOW_PACKETS: u64 = 32;
-    /// `kDefaultMaxCongestionWindowPackets`, packets: Cubic's window never grows beyond it
-    /// (quic/core/congestion_control/send_algorithm_interface.h; `TcpCubicSenderBytes` stops
-    /// increasing there).
-    pub const MAX_WINDOW_PACKETS: u64 = 2000;
-    /// The client's stream flow-control receive window, bytes: `kStreamMaxRecvWindowSize`, "the
-    /// same values that Chrome uses", set by `QuicClientBase::Initialize`
-    /// (tools/quic/quic_client_base.cc). A client does not auto-tune it (quic/core/
-    /// quic_session.cc: auto-tuning only on the server's side).
-    pub const STREAM_WINDOW: u32 = 6 << 20;
-    /// The client's connection (session) flow-control receive window, bytes:
-    /// `kSessionMaxRecvWindowSize` (tools/quic/quic_client_base.cc).
-    pub const CONNECTION_WINDOW: u32 = 15 << 20;
-    /// The QUIC packet size, bytes: the client's `kDefaultMaxPacketSize` (quic/core/
-    /// quic_constants.h), which the server adopts from the client's first packet (quic/core/
-    /// quic_connection.cc, `ProcessValidatedPacket`); no path-MTU probing without a
-    /// connection option the toy client and server do not set.
-    pub const UDP_PAYLOAD: u16 = 1350;
-}
+pub mod chromium_2017;
 
 impl Controller {
     /// Every controller of quinn-proto a scheme names.
@@ -103,15 +71,7 @@ impl Controller {
             Controller::Cubic => Arc::new(CubicConfig::default()),
             Controller::NewReno => Arc::new(NewRenoConfig::default()),
             Controller::Bbr => Arc::new(BbrConfig::default()),
-            Controller::CubicChromium => {
-                use chromium_2017::{INITIAL_WINDOW_PACKETS, MAX_WINDOW_PACKETS, MSS};
-                let mut cubic = CubicConfig::default();
-                cubic.initial_window(INITIAL_WINDOW_PACKETS * MSS);
-                Arc::new(Capped {
-                    inner: Arc::new(cubic),
-                    max_window: MAX_WINDOW_PACKETS * MSS,
-                })
-            }
+            Controller::CubicChromium => Arc::new(chromium_2017::Config::default()),
         }
     }
 
@@ -127,102 +87,6 @@ impl Controller {
             },
             _ => Settings::default(),
         }
-    }
-}
-
-/// A controller whose window never grows beyond `max_window` bytes: while the inner
-/// controller's window is at or above it, acknowledgements are not passed on (as Chromium's
-/// `TcpCubicSenderBytes::MaybeIncreaseCwnd` returns at its maximum), so a loss then cuts from
-/// the ceiling, not from a window that kept growing unseen; [`Controller::window`] is the
-/// smaller of the two in any case.
-pub struct Capped {
-    /// The controller within the ceiling.
-    pub inner: Factory,
-    /// The ceiling, bytes.
-    pub max_window: u64,
-}
-
-impl ControllerFactory for Capped {
-    fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Congestion> {
-        Box::new(CappedController {
-            inner: Arc::clone(&self.inner).build(now, current_mtu),
-            max_window: self.max_window,
-        })
-    }
-}
-
-/// A [`Capped`] controller of one connection.
-struct CappedController {
-    inner: Box<dyn Congestion>,
-    max_window: u64,
-}
-
-impl Congestion for CappedController {
-    fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
-        self.inner.on_sent(now, bytes, last_packet_number);
-    }
-
-    fn on_ack(
-        &mut self,
-        now: Instant,
-        sent: Instant,
-        bytes: u64,
-        app_limited: bool,
-        rtt: &RttEstimator,
-    ) {
-        if self.inner.window() < self.max_window {
-            self.inner.on_ack(now, sent, bytes, app_limited, rtt);
-        }
-    }
-
-    fn on_end_acks(
-        &mut self,
-        now: Instant,
-        in_flight: u64,
-        app_limited: bool,
-        largest: Option<u64>,
-    ) {
-        self.inner.on_end_acks(now, in_flight, app_limited, largest);
-    }
-
-    fn on_congestion_event(
-        &mut self,
-        now: Instant,
-        sent: Instant,
-        persistent: bool,
-        lost_bytes: u64,
-    ) {
-        self.inner
-            .on_congestion_event(now, sent, persistent, lost_bytes);
-    }
-
-    fn on_mtu_update(&mut self, new_mtu: u16) {
-        self.inner.on_mtu_update(new_mtu);
-    }
-
-    fn window(&self) -> u64 {
-        self.inner.window().min(self.max_window)
-    }
-
-    fn metrics(&self) -> ControllerMetrics {
-        let mut m = self.inner.metrics();
-        m.congestion_window = self.window();
-        m
-    }
-
-    fn clone_box(&self) -> Box<dyn Congestion> {
-        Box::new(CappedController {
-            inner: self.inner.clone_box(),
-            max_window: self.max_window,
-        })
-    }
-
-    fn initial_window(&self) -> u64 {
-        self.inner.initial_window().min(self.max_window)
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
     }
 }
 
@@ -398,6 +262,7 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn chromium_cubic_has_chromiums_initial_window_and_settings() {
