@@ -8,13 +8,23 @@
 //! itself* scores 5–31 % against its own results (measured: 24 Mbit/s, 30 ms, 60 packets,
 //! 0.5 % loss, 6 s runs, seeds 1–3: 4.9, 31.3, 23.1 %), so no calibration could be held to
 //! 5 % there. The loss dimension is still searched (0–10 %) and must come out near zero.
+//!
+//! The tests run one at a time ([`SERIAL`]): a calibration measures its candidates by running
+//! them, and a second test's runs on the same two cores inflate the errors it measures (CI,
+//! both tests at once: the found emulator 24.05 Mbit/s, 30 ms, 66 packets scored 6.1 % and
+//! 4.0 %, failing the 5 %; the same emulator run by itself scores 2.7 %, and the hidden
+//! emulator 0.5–0.6 % against its own results under six other seeds).
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::Mutex;
 
 use serde_json::Value;
 
 const PANTHEON: &str = env!("CARGO_BIN_EXE_pantheon");
+
+/// Held by each test for its whole length: measurements must not share the CPU.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 fn pantheon(args: &[&str]) -> String {
     let out = Command::new(PANTHEON)
@@ -44,6 +54,7 @@ fn our_namespaces() -> Vec<String> {
 
 #[test]
 fn calibration_recovers_a_hidden_emulator() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let d = |name: &str| dir.path().join(name).display().to_string();
     let before = our_namespaces();
@@ -220,4 +231,137 @@ fn calibration_recovers_a_hidden_emulator() {
     assert!(cmp.contains("overall 0.0%"), "{cmp}");
 
     assert_eq!(our_namespaces(), before, "namespaces left behind");
+}
+
+#[test]
+fn known_end_hosts_ride_on_every_candidate_and_on_the_result() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).display().to_string();
+    // A table target (no logs): the bounds are given.
+    std::fs::write(d("t.csv"), "scheme,tput_mbps,delay_ms\ncubic,8,30\n").unwrap();
+    let hosts = "pt-host sender tcp_wmem=4096,16384,131072";
+    let out = pantheon(&[
+        "calibrate",
+        &d("t.csv"),
+        "--schemes",
+        "cubic",
+        "--runtime",
+        "3",
+        "--delivery",
+        "constant",
+        "--max-evals",
+        "2",
+        "--initial-evals",
+        "2",
+        "--confirm",
+        "0",
+        "--rate-mbps",
+        "10,20",
+        "--delay-ms",
+        "10,20",
+        "--queue-packets",
+        "20,40",
+        "--loss",
+        "0,0.01",
+        "--hosts",
+        hosts,
+        "--keep-runs",
+        "--out",
+        &d("cal"),
+    ]);
+    let cal = dir.path().join("cal");
+    // Every evaluation ran with them …
+    for n in 0..2 {
+        let runs =
+            std::fs::read_to_string(cal.join(format!("evals/{n}/pantheon_runs.json"))).unwrap();
+        assert!(
+            runs.contains("end hosts (pt-host): sender net.ipv4.tcp_wmem = 4096 16384 131072"),
+            "{runs}"
+        );
+    }
+    // … and the result carries them: the preset, the record, the Mahimahi line's caveat.
+    let preset = read_json(&cal.join("emulator.json"));
+    assert!(
+        preset["prepend"].as_str().unwrap().starts_with(hosts),
+        "{preset}"
+    );
+    assert_eq!(read_json(&cal.join("calibration.json"))["hosts"], hosts);
+    let mm = std::fs::read_to_string(cal.join("mahimahi.txt")).unwrap();
+    assert!(mm.contains("# pt-host is Pantheon-rs's"), "{mm}\n{out}");
+
+    // A Pantheon report's "System info" (its text) gives them too; one that states none is
+    // refused.
+    std::fs::write(
+        d("report.txt"),
+        "System info:\n\nLinux 4.15.0-1020-aws\n\nnet.ipv4.tcp_rmem = 4096 16777216 536870912\n\n\
+         net.ipv4.tcp_wmem = 4096 16777216 536870912\n",
+    )
+    .unwrap();
+    pantheon(&[
+        "calibrate",
+        &d("t.csv"),
+        "--schemes",
+        "cubic",
+        "--runtime",
+        "3",
+        "--delivery",
+        "constant",
+        "--max-evals",
+        "1",
+        "--initial-evals",
+        "1",
+        "--confirm",
+        "0",
+        "--rate-mbps",
+        "10,20",
+        "--delay-ms",
+        "10,20",
+        "--queue-packets",
+        "20,40",
+        "--loss",
+        "0,0.01",
+        "--hosts-from-report",
+        &d("report.txt"),
+        "--out",
+        &d("cal-report"),
+    ]);
+    assert_eq!(
+        read_json(&dir.path().join("cal-report/calibration.json"))["hosts"],
+        "pt-host both tcp_rmem=4096,16777216,536870912 tcp_wmem=4096,16777216,536870912"
+    );
+    let bad = Command::new(PANTHEON)
+        .args([
+            "calibrate",
+            &d("t.csv"),
+            "--hosts-from-report",
+            &d("t.csv"),
+            "--out",
+            &d("c3"),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && err.contains("states no net.ipv4.tcp_rmem"),
+        "{err}"
+    );
+
+    // Only pt-host shells: the path is the search's.
+    let bad = Command::new(PANTHEON)
+        .args([
+            "calibrate",
+            &d("t.csv"),
+            "--hosts",
+            "mm-delay 3",
+            "--out",
+            &d("c2"),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && err.contains("--hosts takes pt-host shells only"),
+        "{err}"
+    );
 }

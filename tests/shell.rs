@@ -241,8 +241,49 @@ fn bad_chains_are_refused_with_the_reason_and_leave_nothing() {
     assert!(text(&out.stderr).contains("`ten`"));
     let out = sb.shell(&["true"]);
     assert!(text(&out.stderr).contains("no Mahimahi shell before `true`"));
+    // The shell's outside is the machine's own namespace: no receiver-side host limits.
+    let out = sb.shell(&["mm-delay", "1", "pt-host", "both", "tcp_rmem=1,2,3", "true"]);
+    assert!(
+        text(&out.stderr).contains("give `pt-host sender"),
+        "{out:?}"
+    );
     assert!(pshell_namespaces().is_empty());
     assert!(sb.devices().is_empty());
+}
+
+#[test]
+fn pt_host_sender_sets_the_commands_tcp_buffers_and_not_the_machines() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let sb = Sandbox::new("host");
+    let sysctl = ["sysctl", "-n", "net.ipv4.tcp_wmem"];
+    let out = sb.shell(
+        &[
+            &[
+                "mm-delay",
+                "1",
+                "pt-host",
+                "sender",
+                "tcp_wmem=4096,16384,131072",
+                "--",
+            ][..],
+            &sysctl[..],
+        ]
+        .concat(),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        text(&out.stdout).split_whitespace().collect::<Vec<_>>(),
+        ["4096", "16384", "131072"]
+    );
+    let outside = Command::new("ip")
+        .args(["netns", "exec", &sb.ns])
+        .args(sysctl)
+        .output()
+        .unwrap();
+    assert_ne!(
+        text(&outside.stdout).split_whitespace().last(),
+        Some("131072")
+    );
 }
 
 /// Starts `iperf3 -s -1 -p PORT` in the sandbox namespace (outside the emulated path).

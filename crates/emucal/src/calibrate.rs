@@ -466,11 +466,14 @@ impl Search {
             ],
             [self.bounds.loss.0.sqrt(), self.bounds.loss.1.sqrt()],
         ]);
+        // egobox-doe's Lhs never returns from a sample of one point (`--max-evals 1` spun
+        // forever): draw two and keep the first.
         let lhs = Lhs::new(&limits)
             .with_rng(rand_xoshiro::Xoshiro256Plus::seed_from_u64(self.seed))
-            .sample(n);
+            .sample(n.max(2));
         let mut out: Vec<Candidate> = lhs
             .axis_iter(Axis(0))
+            .take(n)
             .map(|row| from_x(&row.to_vec(), self.delivery, &self.bounds))
             .collect();
         for (slot, g) in out.iter_mut().zip(guesses) {

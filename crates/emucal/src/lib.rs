@@ -41,6 +41,7 @@ pub mod calibrate;
 pub mod emulator;
 #[cfg(feature = "search")]
 pub mod fit;
+pub mod host;
 pub mod linklog;
 pub mod mm;
 pub mod presets;

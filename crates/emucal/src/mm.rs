@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::host::{HostLimits, HostSide};
 use crate::queue::QueueSpec;
 use crate::stage::{
     AggregateStage, AnyStage, DelayStage, FlowDelay, FlowDelayStage, LinkStage, LossStage,
@@ -103,6 +104,15 @@ pub enum Shell {
         direction: LinkDirection,
         /// Release interval, ms (> 0, fractions allowed).
         interval_ms: f64,
+    },
+    /// `pt-host sender|receiver|both tcp_rmem=MIN,DEFAULT,MAX tcp_wmem=…` (ours): the end
+    /// hosts' TCP buffer limits, set in the run's namespaces ([`crate::host`]). No stage: no
+    /// packet crosses it, and its place in the chain does not matter.
+    Host {
+        /// The host(s) it applies to.
+        side: HostSide,
+        /// The limits; those it leaves `None` stay the machine's.
+        limits: HostLimits,
     },
 }
 
@@ -313,6 +323,11 @@ impl Shell {
                 direction,
                 interval_ms,
             } => vec![program, direction.word().into(), interval_ms.to_string()],
+            Shell::Host { side, limits } => {
+                let mut w = vec![program, side.word().into()];
+                w.extend(limits.words());
+                w
+            }
         }
     }
 
@@ -326,6 +341,7 @@ impl Shell {
             Shell::Link(_) => "mm-link",
             Shell::Policer { .. } => "pt-policer",
             Shell::Aggregate { .. } => "pt-aggregate",
+            Shell::Host { .. } => "pt-host",
         }
     }
 
@@ -358,6 +374,8 @@ impl Shell {
                 direction,
                 interval_ms,
             } => format!("[aggregate {}={interval_ms}ms] ", dir(direction)),
+            // Not a shell packets cross: Mahimahi's headers stay as they would be.
+            Shell::Host { .. } => String::new(),
         }
     }
 }
@@ -416,7 +434,7 @@ const LINK_VALUE_OPTIONS: [&str; 9] = [
 
 /// The shells [`parse_chain`] knows, for error messages.
 pub const SHELL_NAMES: &str =
-    "mm-delay, mm-loss, mm-onoff, mm-intermittent, mm-link, pt-policer, pt-aggregate";
+    "mm-delay, mm-loss, mm-onoff, mm-intermittent, mm-link, pt-policer, pt-aggregate, pt-host";
 
 fn parse_delivery(name: &str, value: &str) -> Result<Delivery, MmError> {
     match value {
@@ -572,7 +590,8 @@ fn parse_link_options(
 /// Shells: `mm-delay DELAY_MS`, `mm-loss uplink|downlink RATE`, `mm-onoff` and
 /// `mm-intermittent uplink|downlink MEAN_ON_S MEAN_OFF_S`, `mm-link UP DOWN [options]`, and
 /// ours: `pt-policer uplink|downlink RATE_MBPS BURST_BYTES`, `pt-aggregate uplink|downlink
-/// INTERVAL_MS`. Errors name the offending word or file.
+/// INTERVAL_MS`, `pt-host sender|receiver|both KEY=MIN,DEFAULT,MAX…` ([`crate::host`]). Errors
+/// name the offending word or file.
 pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
     let mut shells = Vec::new();
     let mut i = 0;
@@ -652,6 +671,11 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
                     interval_ms,
                 }
             }
+            "pt-host" => {
+                let (shell, next) = parse_host(words, i)?;
+                i = next;
+                shell
+            }
             _ => break,
         };
         shells.push(shell);
@@ -664,6 +688,17 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
         shells,
         command: words[i.min(words.len())..].to_vec(),
     })
+}
+
+/// `pt-host` at `words[at]`: its side, then every `key=value` word. Returns the shell and the
+/// index after it.
+fn parse_host(words: &[String], at: usize) -> Result<(Shell, usize), MmError> {
+    let args = &words[at + 1..];
+    let n = args
+        .len()
+        .min(1 + args.iter().skip(1).take_while(|w| w.contains('=')).count());
+    let (side, limits) = HostLimits::parse(&args[..n]).map_err(syntax)?;
+    Ok((Shell::Host { side, limits }, at + 1 + n))
 }
 
 /// Parses a sequence of shells written as one string (`mm-delay 28 mm-loss uplink 0.1`), as
@@ -692,6 +727,7 @@ pub fn mahimahi_argv(chain: &Chain, chain_words: &[String]) -> Result<Vec<String
         let ours = match shell {
             Shell::Policer { .. } => Some("pt-policer"),
             Shell::Aggregate { .. } => Some("pt-aggregate"),
+            Shell::Host { .. } => Some("pt-host"),
             Shell::Link(l)
                 if l.uplink_delivery != Delivery::Trace
                     || l.downlink_delivery != Delivery::Trace =>
@@ -778,6 +814,17 @@ impl EmulatedPath {
             }
             prefix.push_str(&next);
         }
+    }
+
+    /// The TCP buffer limits its `pt-host` shells set on the host `side` (`Sender` or
+    /// `Receiver`), later shells overriding earlier ones; all `None`: none set.
+    pub fn host_limits(&self, side: HostSide) -> HostLimits {
+        self.shells
+            .iter()
+            .fold(HostLimits::default(), |acc, s| match s {
+                Shell::Host { side: on, limits } if on.covers(side) => acc.overridden_by(*limits),
+                _ => acc,
+            })
     }
 
     /// The bottleneck's mean rate from sender to receiver (uplink), Mbit/s of 1500-byte IP
@@ -870,7 +917,7 @@ impl EmulatedPath {
                 } if *d == direction => stages.push(AnyStage::Aggregate(AggregateStage::new(
                     (interval_ms * MS as f64).round() as u64,
                 ))),
-                Shell::Policer { .. } | Shell::Aggregate { .. } => {}
+                Shell::Policer { .. } | Shell::Aggregate { .. } | Shell::Host { .. } => {}
                 Shell::Link(l) => {
                     let side = l.direction(direction);
                     let mut stage = LinkStage::new(side.trace, side.queue, seed).once(l.once);
@@ -1012,17 +1059,30 @@ mod tests {
         let t = d.trace();
         let line = format!(
             "mm-delay 28 mm-loss uplink 0.0477 mm-onoff downlink 1.5 0.25 mm-intermittent uplink \
-             2 1 pt-policer uplink 12.5 15000 pt-aggregate downlink 2.5 mm-link {t} {t} \
+             2 1 pt-policer uplink 12.5 15000 pt-aggregate downlink 2.5 pt-host sender \
+             tcp_wmem=4096,16384,1048576 pt-host both tcp_rmem=1,2,3 mm-link {t} {t} \
              --uplink-queue=droptail --uplink-queue-args=packets=50 --downlink-queue=codel \
              --downlink-queue-args=packets=100,target=5,interval=100 --once \
              --uplink-log=/tmp/up.log --downlink-log=/tmp/down.log --uplink-delivery=poisson \
              --log-format=binary mm-delay 3"
         );
         let chain = parse_chain(&words(&line)).unwrap();
-        assert_eq!(chain.shells.len(), 8);
+        assert_eq!(chain.shells.len(), 10);
         let rendered: Vec<String> = chain.shells.iter().flat_map(Shell::words).collect();
         assert_eq!(rendered, words(&line));
         assert_eq!(parse_chain(&rendered).unwrap().shells, chain.shells);
+        // pt-host is no stage; its limits are per side, `both` reaching either.
+        let path = EmulatedPath::load(chain.shells.clone(), vec![]).unwrap();
+        let sender = path.host_limits(HostSide::Sender);
+        assert_eq!(sender.tcp_wmem.map(|m| m.max), Some(1 << 20));
+        assert_eq!(sender.tcp_rmem.map(|m| m.max), Some(3));
+        let receiver = path.host_limits(HostSide::Receiver);
+        assert_eq!(
+            (receiver.tcp_wmem, receiver.tcp_rmem.map(|m| m.max)),
+            (None, Some(3))
+        );
+        let e = parse_chain(&words("pt-host sender tcp_wmem=1,2 mm-delay 3")).unwrap_err();
+        assert!(e.to_string().contains("got `1,2`"), "{e}");
         // A default mm-link has no options.
         let link = LinkShell::new("a".into(), "b".into());
         assert_eq!(Shell::Link(Box::new(link)).words(), ["mm-link", "a", "b"]);

@@ -33,7 +33,8 @@ use emucal::calibrate::{delivery_str, Bounds, Candidate, Evaluation, Observation
 use emucal::fit::{best_single, fit, outcome, FitHooks, FitPlan};
 /// The fit's parts that the calibration's callers see.
 pub use emucal::fit::{Evaluator, LeaveOneOut, Outcome};
-use emucal::mm::Delivery;
+use emucal::mm::{Delivery, Shell};
+use emucal::presets::Preset;
 use serde_json::json;
 
 use crate::compare::{load_runs, load_table, table_runs};
@@ -61,6 +62,35 @@ impl Target {
     /// Its schemes' names, comma-separated, for messages.
     pub fn scheme_names(&self) -> String {
         self.schemes.keys().cloned().collect::<Vec<_>>().join(", ")
+    }
+
+    /// Reads the target's scheme names as Pantheon's schemes of `era` (`--pantheon-era`,
+    /// issue 55; without one, the names no descriptor carries are read as of the seed reports'
+    /// era, [`Registry::read_as_of`]): a Pantheon name becomes the scheme here that runs it as
+    /// Pantheon did that day (the target's `copa` of 2017 is measured with, and filed as,
+    /// `copa_orig`); one with no scheme of that era is left out of the target, never measured
+    /// with another era's program. Returns, per name that changed, the name and what became of
+    /// it (`Ok(ours)` or why it was left out).
+    pub fn as_pantheon_ran(
+        &mut self,
+        registry: &Registry,
+        era: Option<crate::provenance::Day>,
+    ) -> Vec<(String, Result<String, String>)> {
+        let names: Vec<String> = self.schemes.keys().cloned().collect();
+        let mut changes = Vec::new();
+        for (asked, ours) in registry.read_as_of(&names, era) {
+            let runs = self.schemes.remove(&asked).expect("a name of the target");
+            match ours {
+                Ok(ours) => {
+                    if ours != asked {
+                        changes.push((asked, Ok(ours.clone())));
+                    }
+                    self.schemes.insert(ours, runs);
+                }
+                Err(e) => changes.push((asked, Err(e.to_string()))),
+            }
+        }
+        changes
     }
 }
 
@@ -251,6 +281,21 @@ pub struct CalibrateOptions {
     pub netns_prefix: String,
     /// Evaluate candidates in simulated time ([`crate::simulate`]).
     pub simulate: bool,
+    /// `pt-host` shells (end hosts' TCP buffers, [`emucal::host`]) every candidate carries:
+    /// the target's hosts where they are known (`--hosts`), not searched. Empty: the
+    /// machine's own.
+    pub hosts: Vec<Shell>,
+}
+
+impl CalibrateOptions {
+    /// Candidate `c` as a preset ([`Candidate::to_preset`]) with the options' `pt-host`
+    /// shells first in its chain.
+    pub fn preset(&self, c: &Candidate, name: &str, description: &str) -> Preset {
+        let mut preset = c.to_preset(name, description);
+        let shells = std::mem::take(&mut preset.emulator.shells);
+        preset.emulator.shells = self.hosts.iter().cloned().chain(shells).collect();
+        preset
+    }
 }
 
 /// Progress reports of [`calibrate`].
@@ -471,7 +516,7 @@ impl LocalEvaluator<'_> {
     ) -> anyhow::Result<BTreeMap<String, SchemeRuns>> {
         let (opts, registry) = (self.opts, self.registry);
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-        let preset = c.to_preset("candidate", "");
+        let preset = opts.preset(c, "candidate", "");
         write_constant_trace(&dir.join(preset.trace_file_name()), c.rate_mbps)?;
         let plan = ExperimentPlan {
             schemes: opts.schemes.clone(),
@@ -541,6 +586,9 @@ pub struct StepRequest {
     pub schemes_dir: Option<PathBuf>,
     /// Simulated time.
     pub simulate: bool,
+    /// The candidate's `pt-host` shells ([`CalibrateOptions::hosts`]).
+    #[serde(default)]
+    pub hosts: Vec<Shell>,
 }
 
 /// A job step's answer: the runs' figures, or why they failed; where it ran.
@@ -599,6 +647,7 @@ impl StepEvaluator<'_> {
             out_dir: o.out_dir.clone(),
             schemes_dir: o.schemes_dir.clone(),
             simulate: o.simulate,
+            hosts: o.hosts.clone(),
         };
         let result: StepResult = crate::slurm::step_round_trip(
             self.cpus,
@@ -656,6 +705,7 @@ pub fn run_step(request: &Path) -> anyhow::Result<StepResult> {
             // cleanup of another step never takes this one's for a dead process's.
             netns_prefix: format!("pt-{}", std::process::id()),
             simulate: r.simulate,
+            hosts: r.hosts.clone(),
         };
         let local = LocalEvaluator {
             registry: &registry,
@@ -699,7 +749,7 @@ fn write_outputs(
         o.best.describe(),
         o.error_pct
     );
-    let preset = o.best.to_preset("calibrated", &description);
+    let preset = opts.preset(&o.best, "calibrated", &description);
     write_json(&out.join("emulator.json"), &serde_json::to_value(&preset)?)?;
     let trace = out.join(preset.trace_file_name());
     write_constant_trace(&trace, preset.rate_mbps)?;
@@ -709,6 +759,13 @@ fn write_outputs(
             "# --uplink-delivery=poisson is Pantheon-rs's (deliveries as a Poisson process at the \
              trace's rate); for Mahimahi itself, drop it and use a Poisson trace: `pantheon trace \
              poisson RATE`.\n",
+        );
+    }
+    if !opts.hosts.is_empty() {
+        mm.push_str(
+            "# pt-host is Pantheon-rs's (the end hosts' TCP buffers, docs/emulator.md): for \
+             Mahimahi itself, drop it and set the same net.ipv4.tcp_rmem/tcp_wmem with `sysctl \
+             -w` on the hosts it names.\n",
         );
     }
     std::fs::write(out.join("mahimahi.txt"), mm)
@@ -736,6 +793,7 @@ fn write_outputs(
             "seed": opts.seed,
             "outcome": o,
             "mahimahi_command": preset.emulator.command_line(),
+            "hosts": opts.hosts.iter().flat_map(Shell::words).collect::<Vec<_>>().join(" "),
             "wall_time_s": wall.as_secs_f64(),
         }),
     )?;
@@ -883,5 +941,35 @@ mod tests {
         assert_eq!(g[0].loss, 0.005);
         assert_eq!(g[1], Candidate { loss: 0.0, ..g[0] });
         assert_eq!(g.len(), 2);
+    }
+
+    /// Issue 55: a target of Pantheon's 2017 runs names `copa` and `default_tcp`; read as of
+    /// seed 001's day they are measured with `copa_orig` and `cubic`, and a scheme Pantheon
+    /// did not have yet is left out, not measured with another era's program.
+    #[test]
+    fn a_target_of_pantheon_s_day_is_measured_with_that_day_s_schemes() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::load(None).unwrap();
+        let csv = dir.path().join("t.csv");
+        std::fs::write(
+            &csv,
+            "scheme,tput_mbps,delay_ms\ncopa,76.87,87.57\ndefault_tcp,85.83,91.76\n\
+             vivace,50,90\nquic_bbr,60,95\n",
+        )
+        .unwrap();
+        let mut t = load_target(&csv, &registry).unwrap();
+        let day = crate::provenance::Day::parse("2017-08-30").unwrap();
+        let changes = t.as_pantheon_ran(&registry, Some(day));
+        assert_eq!(t.scheme_names(), "copa_orig, cubic, quic_bbr");
+        assert_eq!(t.schemes["copa_orig"].tput_mbps, vec![76.87]);
+        let left_out = changes.iter().find(|(n, _)| n == "vivace").unwrap();
+        assert!(left_out.1.as_ref().unwrap_err().contains("2018-05-04"));
+        assert_eq!(changes.len(), 3, "{changes:?}");
+        // Without an era only the names no descriptor carries are read, as of the seeds' era:
+        // Pantheon's `copa` and `default_tcp`; `vivace` is ours as it is.
+        let mut t = load_target(&csv, &registry).unwrap();
+        let changes = t.as_pantheon_ran(&registry, None);
+        assert_eq!(t.scheme_names(), "copa_orig, cubic, quic_bbr, vivace");
+        assert_eq!(changes.len(), 2, "{changes:?}");
     }
 }

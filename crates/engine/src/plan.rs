@@ -8,7 +8,7 @@ use std::time::Duration;
 use analyzer::results::{Metadata, Mode};
 use anyhow::{bail, Context};
 use emucal::emulator::Emulator;
-use emucal::mm::EmulatedPath;
+use emucal::mm::{EmulatedPath, Shell};
 use emucal::trace::Trace;
 use serde_json::json;
 use workload::Workload;
@@ -197,6 +197,13 @@ impl ExperimentPlan {
         }
         if self.interval * u32::from(self.flows - 1) > self.runtime {
             bail!("(flows − 1) × interval exceeds the runtime");
+        }
+        let mut shells = self.emulator.iter().flat_map(|e| &e.shells);
+        if self.simulate && shells.any(|s| matches!(s, Shell::Host { .. })) {
+            bail!(
+                "pt-host sets the end hosts' kernel TCP buffers; simulated runs have no kernel \
+                 TCP (docs/simulation.md): run it with `pantheon run local`"
+            );
         }
         if self.mix.is_some() && self.workload.is_some() {
             bail!(

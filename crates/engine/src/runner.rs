@@ -28,6 +28,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
+use emucal::host::{HostLimits, HostSide};
 use emucal::mm::EmulatedPath;
 use emucal::runtime::{RunningEmulator, OUTER_ADDR};
 use netns::NetNs;
@@ -366,6 +367,9 @@ fn drive_run(
         namespaces.push(start_tunnel_pair(&files, run.tag, res, host, emu)?);
     }
     wait_for_tunnels(res)?;
+    if let Some(note) = set_host_limits(path, res, &namespaces)? {
+        record.notes.push(note);
+    }
     // Each scheme's qdisc (BBR's fq) on the tunnel devices of its flows' senders.
     let mut qdiscs: Vec<(&str, Vec<&NetNs>)> = Vec::new();
     for (f, &(_, tx)) in run.flows.iter().zip(&namespaces) {
@@ -391,6 +395,42 @@ fn drive_run(
     };
     run_sequence(plan, run.flows, &mut sides, record, progress)?;
     drain(plan, res, record);
+    Ok(())
+}
+
+/// Step 1c: the path's `pt-host` limits (end hosts' TCP buffers) in every flow's sender and
+/// receiver namespaces. Returns the note for the run record ("end hosts: sender
+/// net.ipv4.tcp_wmem = 4096 16384 1048576"), `None` if the path sets none; errors name the
+/// sysctl and namespace that could not be written.
+fn set_host_limits(
+    path: &EmulatedPath,
+    res: &RunResources,
+    namespaces: &[FlowNamespaces],
+) -> anyhow::Result<Option<String>> {
+    let mut said = Vec::new();
+    for side in [HostSide::Sender, HostSide::Receiver] {
+        let limits = path.host_limits(side);
+        for &(rx, tx) in namespaces {
+            let ns = if side == HostSide::Sender { tx } else { rx };
+            set_host_limits_in(&res.namespaces[ns], limits)?;
+        }
+        said.extend(
+            limits
+                .sysctls()
+                .into_iter()
+                .map(|(name, value)| format!("{} {name} = {value}", side.word())),
+        );
+    }
+    Ok((!said.is_empty()).then(|| format!("end hosts (pt-host): {}", said.join("; "))))
+}
+
+/// Writes `limits` ([`HostLimits::sysctls`]) in namespace `ns`; the error names the sysctl
+/// and the namespace.
+pub fn set_host_limits_in(ns: &NetNs, limits: HostLimits) -> anyhow::Result<()> {
+    for (name, value) in limits.sysctls() {
+        ns.set_sysctl(name, &value)
+            .with_context(|| format!("pt-host: set {name} in namespace {}", ns.name()))?;
+    }
     Ok(())
 }
 

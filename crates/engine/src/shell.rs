@@ -39,6 +39,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
+use emucal::host::{HostLimits, HostSide};
 use emucal::mm::{parse_chain, Chain, EmulatedPath, SHELL_NAMES};
 use emucal::runtime::{Devices, RunningEmulator};
 use netns::NetNs;
@@ -249,6 +250,13 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
         return run_mahimahi(&chain, &chain_words);
     }
     path.ms_clock = opts.ms_clock;
+    if path.host_limits(HostSide::Receiver) != HostLimits::default() {
+        return Err(anyhow!(
+            "pt-host receiver|both: the shell's outside is this machine's own network namespace, \
+             whose TCP settings pantheon shell does not change; give `pt-host sender …` (the \
+             command's side, inside the path)"
+        ));
+    }
     // The shell's NAT to the machine's network (iptables, ip_forward) is the machine's root's
     // to set: no rootless shell.
     crate::clean::require_root(
@@ -261,6 +269,7 @@ pub fn run(words: &[String], opts: &ShellOptions) -> anyhow::Result<i32> {
         .ok_or_else(|| anyhow!("no two free addresses left in 100.64.0.1–255"))?;
     let name = format!("pshell-{}", std::process::id());
     let inner = NetNs::create(&name).with_context(|| format!("create network namespace {name}"))?;
+    crate::runner::set_host_limits_in(&inner, path.host_limits(HostSide::Sender))?;
     let devices = Devices {
         outer_dev: name.clone(),
         outer_addr,

@@ -198,22 +198,26 @@ impl NetNs {
     /// solicitations and MLD reports of its own a few seconds later: through a tunnel they
     /// would be logged as a flow's first packets. Nothing to do where the kernel has no IPv6.
     pub fn disable_ipv6(&self) -> Result<()> {
-        let written = self.run_in(|| {
-            for which in ["default", "all"] {
-                let path = format!("/proc/sys/net/ipv6/conf/{which}/disable_ipv6");
-                match std::fs::write(&path, "1") {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                        return Err(Error::Io {
-                            what: format!("write {path}"),
-                            source: e,
-                        })
-                    }
-                    _ => {}
-                }
+        for which in ["default", "all"] {
+            match self.set_sysctl(&format!("net.ipv6.conf.{which}.disable_ipv6"), "1") {
+                Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+                other => other?,
             }
-            Ok(())
-        })?;
-        written
+        }
+        Ok(())
+    }
+
+    /// Writes sysctl `name` (`net.ipv4.tcp_wmem`) = `value` (`4096 16384 1048576`) in this
+    /// namespace, as `ip netns exec NS sysctl -w` would: only the kernel's per-namespace
+    /// settings (`net.ipv4.tcp_*`, `net.ipv6.conf.*`) stay inside it. Errors name the file.
+    pub fn set_sysctl(&self, name: &str, value: &str) -> Result<()> {
+        let path = format!("/proc/sys/{}", name.replace('.', "/"));
+        self.run_in(|| {
+            std::fs::write(&path, value).map_err(|e| Error::Io {
+                what: format!("write {value:?} to {path}"),
+                source: e,
+            })
+        })?
     }
 
     /// Process ids still inside the namespace (`ip netns pids`), for leak checks.

@@ -36,6 +36,14 @@ pub(crate) struct CalibrateArgs {
     /// that can run here).
     #[arg(long)]
     schemes: Option<String>,
+    /// The target is Pantheon's of this day, YYYY-MM-DD: its scheme names (and those of
+    /// --schemes) are read as Pantheon's schemes of that day — the target's copa is measured
+    /// with the scheme here that runs Copa as Pantheon did then (copa_orig for 2017-08-30) —
+    /// and a Pantheon scheme with no scheme of that era is left out, said on stderr. Without
+    /// it, the names no scheme here is called by (Pantheon's copa, default_tcp) are read as of
+    /// the seed reports' era, 2017-08-30. See `pantheon schemes era`.
+    #[arg(long, value_name = "DAY")]
+    pantheon_era: Option<engine::provenance::Day>,
     /// Seconds per run.
     #[arg(long, default_value_t = 30.0)]
     runtime: f64,
@@ -100,6 +108,21 @@ pub(crate) struct CalibrateArgs {
     /// root needed. See docs/simulation.md.
     #[arg(long)]
     simulate: bool,
+    /// The target's end hosts, where known: `pt-host` shells every candidate carries, not
+    /// searched — e.g. 2017's Linux defaults, "pt-host both tcp_wmem=4096,16384,4194304
+    /// tcp_rmem=4096,87380,6291456" (docs/emulator.md). Default: this machine's own.
+    #[arg(
+        long,
+        value_name = "PT-HOST SHELLS",
+        conflicts_with = "hosts_from_report"
+    )]
+    hosts: Option<String>,
+    /// The target's end hosts as its Pantheon report states them: the report's text (e.g.
+    /// `pdftotext pantheon_report.pdf`), whose "System info" net.ipv4.tcp_rmem/tcp_wmem lines
+    /// become `pt-host both …` (Pantheon reports the local side's machine; its remote side
+    /// ran the same setup). Errors if the file states neither.
+    #[arg(long, value_name = "FILE")]
+    hosts_from_report: Option<PathBuf>,
 }
 
 /// `--executor`.
@@ -171,7 +194,8 @@ pub(crate) fn exec(mut a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     }
     let registry = Registry::load(a.schemes_dir.as_deref())?;
     let target_path = a.target.clone().context("the target is required")?;
-    let target = calibrate::load_target(&target_path, &registry)?;
+    let mut target = calibrate::load_target(&target_path, &registry)?;
+    a.read_as_pantheon_era(&mut target, &registry)?;
     let schemes = a.schemes(&target, &registry)?;
     if a.jobs == Some(0) || a.max_evals == 0 || a.run_times == 0 {
         anyhow::bail!("--jobs, --max-evals and --run-times must be at least 1");
@@ -240,6 +264,34 @@ pub(crate) fn exec(mut a: CalibrateArgs) -> anyhow::Result<ExitCode> {
 
 #[cfg(feature = "calibrate")]
 impl CalibrateArgs {
+    /// `--pantheon-era DAY`: the target's scheme names and --schemes read as Pantheon's schemes
+    /// of that day; without it, the Pantheon names no scheme here is called by, as of the
+    /// seeds' era (each change, and each scheme left out, said on stderr).
+    fn read_as_pantheon_era(
+        &mut self,
+        target: &mut engine::calibrate::Target,
+        registry: &Registry,
+    ) -> anyhow::Result<()> {
+        let era = self.pantheon_era;
+        let said = super::run::era_said(era);
+        for (asked, became) in target.as_pantheon_ran(registry, era) {
+            match became {
+                Ok(ours) => eprintln!("{said}: the target's {asked} → {ours}"),
+                Err(why) => eprintln!("{said}: the target's {asked} left out: {why}"),
+            }
+        }
+        if let Some(s) = &self.schemes {
+            let names: Vec<String> = s.split_whitespace().map(str::to_owned).collect();
+            let read = registry.read_as_of(&names, era);
+            let ours = read
+                .into_iter()
+                .map(|(_, ours)| ours)
+                .collect::<Result<Vec<_>, _>>()?;
+            self.schemes = Some(ours.join(" "));
+        }
+        Ok(())
+    }
+
     /// `--schemes`, or the target's schemes that can run here; errors if none can.
     fn schemes(
         &self,
@@ -269,6 +321,29 @@ impl CalibrateArgs {
         Ok(schemes)
     }
 
+    /// `--hosts` as shells; errors on a word that is no shell, and on a shell that is not
+    /// `pt-host` (the path's shells are what the search fits).
+    fn hosts(&self) -> anyhow::Result<Vec<emucal::mm::Shell>> {
+        if let Some(report) = &self.hosts_from_report {
+            return hosts_from_report(report).map(|s| vec![s]);
+        }
+        let Some(text) = &self.hosts else {
+            return Ok(Vec::new());
+        };
+        let shells = emucal::mm::parse_shells(text).map_err(|e| anyhow::anyhow!("--hosts: {e}"))?;
+        if let Some(s) = shells
+            .iter()
+            .find(|s| !matches!(s, emucal::mm::Shell::Host { .. }))
+        {
+            anyhow::bail!(
+                "--hosts takes pt-host shells only; `{}` is part of the path, which the search \
+                 fits",
+                s.program()
+            );
+        }
+        Ok(shells)
+    }
+
     /// The flags as the engine's options (seconds as a duration, `--delivery` as the list of
     /// processes to search); errors on a runtime that is not a positive number.
     fn options(&self, schemes: Vec<String>) -> anyhow::Result<engine::calibrate::CalibrateOptions> {
@@ -296,8 +371,29 @@ impl CalibrateArgs {
             schemes_dir: self.schemes_dir.clone(),
             netns_prefix: format!("pt-{}", std::process::id()),
             simulate: self.simulate,
+            hosts: self.hosts()?,
         })
     }
+}
+
+/// `pt-host both …` of the tcp_rmem/tcp_wmem a Pantheon report's text states; errors name
+/// the file (and line).
+fn hosts_from_report(report: &std::path::Path) -> anyhow::Result<emucal::mm::Shell> {
+    let what = || format!("--hosts-from-report {}", report.display());
+    let text = std::fs::read_to_string(report).map_err(|e| anyhow::anyhow!("{}: {e}", what()))?;
+    let limits = emucal::host::HostLimits::from_system_info(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", what()))?;
+    if limits == emucal::host::HostLimits::default() {
+        anyhow::bail!(
+            "{}: states no net.ipv4.tcp_rmem or net.ipv4.tcp_wmem (its \"System info\" lists \
+             them where the report has one); give --hosts \"pt-host both …\" instead",
+            what()
+        );
+    }
+    Ok(emucal::mm::Shell::Host {
+        side: emucal::host::HostSide::Both,
+        limits,
+    })
 }
 
 /// The best emulator, its error, the leave-one-out check and how to use it.
