@@ -71,6 +71,11 @@ pub struct LinkTextLog {
     pub opportunities: Events,
     /// Packets dropped by the queue (`d` lines of an mm-link log).
     pub dropped_packets: u64,
+    /// Cross traffic's departures (`c-` lines, ours: `mm-link --uplink-cross-traffic`):
+    /// time and size; never a scheme's.
+    pub cross_departures: Events,
+    /// Cross-traffic arrivals the queue refused (`cd` lines).
+    pub cross_dropped_packets: u64,
     /// Where and why reading stopped before the end (`file:line: …`), if it did.
     pub stopped: Option<String>,
 }
@@ -212,6 +217,12 @@ enum LinkEvent {
     Opportunity,
     /// `d` (count in the size slot).
     Drop,
+    /// `c+`: a cross-traffic arrival.
+    CrossArrival,
+    /// `c-`: a cross-traffic departure (its delay is read and dropped).
+    CrossDeparture,
+    /// `cd`: cross-traffic arrivals refused (count in the size slot).
+    CrossDrop,
 }
 
 /// Parses a Pantheon merged link log or a Mahimahi mm-link log. Never fails: a missing init
@@ -341,6 +352,15 @@ impl LinkLogParser {
                     let _bytes: u64 = num(f.next())?;
                     LinkEvent::Drop
                 }
+                b"c+" => LinkEvent::CrossArrival,
+                b"c-" => {
+                    let _delay: f64 = num(f.next())?;
+                    LinkEvent::CrossDeparture
+                }
+                b"cd" => {
+                    let _bytes: u64 = num(f.next())?;
+                    LinkEvent::CrossDrop
+                }
                 _ => return None,
             };
             f.next().is_none().then_some((t, a, event))
@@ -353,6 +373,9 @@ impl LinkLogParser {
             }
             Some((t, a, LinkEvent::Opportunity)) => log.opportunities.push(0, t, a),
             Some((_, a, LinkEvent::Drop)) => log.dropped_packets += a,
+            Some((_, _, LinkEvent::CrossArrival)) => {}
+            Some((t, a, LinkEvent::CrossDeparture)) => log.cross_departures.push(0, t, a),
+            Some((_, a, LinkEvent::CrossDrop)) => log.cross_dropped_packets += a,
             None => {
                 log.stopped = Some(stop_reason(&self.file, self.line, line, complete));
                 self.stopped = true;
@@ -462,6 +485,20 @@ mod tests {
             .filter(|l| l.windows(3).any(|w| w == b" d "))
             .count();
         assert_eq!(events + drops, 3000 - 9);
+    }
+
+    /// Cross traffic's marked lines (ours) are read as such, never as the scheme's packets.
+    #[test]
+    fn cross_traffic_lines_are_kept_apart() {
+        let log = parse_link_log(
+            b"# init timestamp: 5\n1 + 1504\n1 c+ 1504\n1 c+ 1504\n1 cd 1 1504\n2 # 1504\n\
+              2 - 1504 1\n3 # 1504\n3 c- 1504 2\n",
+            "up.log",
+        );
+        assert_eq!(log.stopped, None);
+        assert_eq!((log.arrivals.len(), log.departures.len()), (1, 1));
+        assert_eq!(log.cross_departures.t_ms, [3.0]);
+        assert_eq!((log.dropped_packets, log.cross_dropped_packets), (0, 1));
     }
 
     #[test]

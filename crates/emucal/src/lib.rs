@@ -13,6 +13,7 @@
 //!   syntax; byte counts include Mahimahi's 4-byte header.
 //! - [`stage`]: link, delay, loss and on/off stages and the [`stage::Pipeline`] of one
 //!   direction.
+//! - [`cross`]: non-reactive cross traffic that shares a link's queue and opportunities.
 //! - [`linklog`]: mm-link's `--uplink-log` text format.
 //! - [`mm`]: chains of Mahimahi shells (`mm-delay 28 mm-link up down -- cmd`): parsed into
 //!   [`mm::Shell`]s, rendered back as words, loaded into the runnable [`mm::EmulatedPath`].
@@ -38,10 +39,12 @@
 //! ```
 
 pub mod calibrate;
+pub mod cross;
 pub mod emulator;
 #[cfg(feature = "search")]
 pub mod fit;
 pub mod host;
+pub mod ibox;
 pub mod linklog;
 pub mod mm;
 pub mod presets;

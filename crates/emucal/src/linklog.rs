@@ -20,6 +20,11 @@
 //! is written only inside other shells. Our link's trace clock starts with the emulator, so the
 //! base timestamp is 0 (Mahimahi's is a few tens of ms).
 //!
+//! Cross traffic (`--uplink-cross-traffic`, [`crate::cross`]; ours) adds its own events, marked
+//! with `c`: `T c+ LEN` (arrival), `T c- LEN DELAY` (departure: it leaves the emulator) and
+//! `T cd NPKTS NBYTES` (an arrival the queue refused). Mahimahi's tools do not know them
+//! (`grep -v ' c'` leaves Mahimahi's own form); they are never a scheme's packets.
+//!
 //! # Binary form (`mm-link … --log-format=binary`, ours)
 //!
 //! The same events at ns resolution, 24 bytes each, for long or fast runs (a 1 Gbit/s link
@@ -37,7 +42,8 @@
 //! | 28+H | 24·n | records: `t` u64 ns since init · `x` u64 · `bytes` u32 · kind u8 · 3 zero |
 //!
 //! Kinds are the text form's characters: `+` arrival, `-` departure (`x` = arrival time, ns),
-//! `#` opportunity (`bytes` = 1504), `d` drop (`x` = packets). [`read_binary`] reads it back,
+//! `#` opportunity (`bytes` = 1504), `d` drop (`x` = packets); cross traffic's are the same
+//! characters with the high bit set (`0x80 | b'+'`, …). [`read_binary`] reads it back,
 //! keeping what precedes a truncated or corrupt record; [`to_text`] gives the Mahimahi text.
 
 use std::fs::File;
@@ -75,20 +81,31 @@ pub fn header(
     h
 }
 
-/// Appends one event's line to `out` (`T + LEN`, `T d N B`, `T # 1504`, `T - LEN DELAY`).
+/// Appends one event's line to `out` (`T + LEN`, `T d N B`, `T # 1504`, `T - LEN DELAY`;
+/// cross traffic's `T c+ LEN`, `T cd N B`, `T c- LEN DELAY`).
 pub fn format_event(event: &LinkEvent, out: &mut Vec<u8>) {
     // Writing into a Vec cannot fail.
     let _ = match *event {
         LinkEvent::Arrival { t, bytes } => writeln!(out, "{} + {bytes}", t / MS),
+        LinkEvent::CrossArrival { t, bytes } => writeln!(out, "{} c+ {bytes}", t / MS),
         LinkEvent::Drop { t, packets, bytes } => {
             writeln!(out, "{} d {packets} {bytes}", t / MS)
+        }
+        LinkEvent::CrossDrop { t, packets, bytes } => {
+            writeln!(out, "{} cd {packets} {bytes}", t / MS)
         }
         LinkEvent::Opportunity { t } => writeln!(out, "{} # {OPPORTUNITY_BYTES}", t / MS),
         LinkEvent::Departure { t, bytes, arrival } => {
             writeln!(out, "{} - {bytes} {}", t / MS, t / MS - arrival / MS)
         }
+        LinkEvent::CrossDeparture { t, bytes, arrival } => {
+            writeln!(out, "{} c- {bytes} {}", t / MS, t / MS - arrival / MS)
+        }
     };
 }
+
+/// The high bit of a binary record's kind: cross traffic.
+const CROSS_KIND: u8 = 0x80;
 
 /// Magic bytes of a binary link log.
 pub const BINARY_MAGIC: [u8; 8] = *b"PTMMLOG\0";
@@ -104,6 +121,9 @@ pub fn encode_event(event: &LinkEvent, out: &mut Vec<u8>) {
         LinkEvent::Drop { t, packets, bytes } => (t, packets, bytes, b'd'),
         LinkEvent::Opportunity { t } => (t, 0, OPPORTUNITY_BYTES as u64, b'#'),
         LinkEvent::Departure { t, bytes, arrival } => (t, arrival, bytes, b'-'),
+        LinkEvent::CrossArrival { t, bytes } => (t, 0, bytes, CROSS_KIND | b'+'),
+        LinkEvent::CrossDrop { t, packets, bytes } => (t, packets, bytes, CROSS_KIND | b'd'),
+        LinkEvent::CrossDeparture { t, bytes, arrival } => (t, arrival, bytes, CROSS_KIND | b'-'),
     };
     out.extend_from_slice(&t.to_le_bytes());
     out.extend_from_slice(&x.to_le_bytes());
@@ -248,6 +268,17 @@ pub fn read_binary(data: &[u8]) -> Result<BinaryLinkLog, String> {
                 packets: x,
                 bytes,
             },
+            k if k == CROSS_KIND | b'+' => LinkEvent::CrossArrival { t, bytes },
+            k if k == CROSS_KIND | b'-' => LinkEvent::CrossDeparture {
+                t,
+                bytes,
+                arrival: x,
+            },
+            k if k == CROSS_KIND | b'd' => LinkEvent::CrossDrop {
+                t,
+                packets: x,
+                bytes,
+            },
             k => {
                 stopped = Some(format!(
                     "byte {}: unknown record kind {k:#04x}; {} events kept",
@@ -287,6 +318,77 @@ mod tests {
     use super::*;
     use crate::mm::{parse_chain, Shell};
     use crate::stage::{AnyStage, Pipeline};
+
+    /// Cross traffic's events are marked in both forms and read back; the option survives
+    /// the words round trip and is refused with the Mahimahi backend.
+    #[test]
+    fn cross_traffic_events_are_marked_in_text_and_binary() {
+        let words: Vec<String> = "mm-link a b --uplink-cross-traffic=8,2.5 --uplink-log=up.bin \
+             --log-format=binary -- true"
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        let chain = parse_chain(&words).unwrap();
+        let Shell::Link(link) = &chain.shells[0] else {
+            panic!()
+        };
+        assert_eq!(
+            link.uplink_cross.as_ref().unwrap().mbps_per_second,
+            [8.0, 2.5]
+        );
+        assert_eq!(
+            parse_chain(&chain.shells[0].words()).unwrap().shells,
+            chain.shells
+        );
+        let plain: Vec<String> = ["mm-link", "a", "b", "--uplink-cross-traffic=8"]
+            .map(str::to_owned)
+            .to_vec();
+        let refused = crate::mm::mahimahi_argv(&parse_chain(&plain).unwrap(), &plain).unwrap_err();
+        assert!(
+            refused.to_string().contains("--uplink-cross-traffic"),
+            "{refused}"
+        );
+        let bad: Vec<String> = ["mm-link", "a", "b", "--downlink-cross-traffic", "3,,1"]
+            .map(str::to_owned)
+            .to_vec();
+        let e = parse_chain(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("--downlink-cross-traffic=3,,1: value 2 (``)"),
+            "{e}"
+        );
+
+        let events = [
+            LinkEvent::CrossArrival { t: MS, bytes: 1504 },
+            LinkEvent::CrossDrop {
+                t: MS,
+                packets: 1,
+                bytes: 1504,
+            },
+            LinkEvent::CrossDeparture {
+                t: 3 * MS,
+                bytes: 1504,
+                arrival: MS,
+            },
+        ];
+        let mut text = Vec::new();
+        for e in &events {
+            format_event(e, &mut text);
+        }
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            "1 c+ 1504\n1 cd 1 1504\n3 c- 1504 2\n"
+        );
+        let dir = std::env::temp_dir().join(format!("linklog-cross-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("up.bin");
+        let mut w = LinkLogWriter::create(&file, link, LinkDirection::Uplink, 7).unwrap();
+        w.write(&events).unwrap();
+        w.flush().unwrap();
+        drop(w);
+        let log = read_binary(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(log.events, events);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn header_and_events_match_mahimahis_format() {

@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::cross::CrossTraffic;
 use crate::host::{HostLimits, HostSide};
 use crate::queue::QueueSpec;
 use crate::stage::{
@@ -87,6 +88,14 @@ pub enum Shell {
     },
     /// `mm-link UP DOWN [options]`.
     Link(Box<LinkShell>),
+    /// `pt-delay uplink|downlink DELAY_MS` (ours): a one-way delay in one direction only, for
+    /// paths whose two directions differ (iBoxNet's profiles give one per direction).
+    OneWayDelay {
+        /// The direction that is delayed.
+        direction: LinkDirection,
+        /// One-way delay, ms.
+        ms: u64,
+    },
     /// `pt-policer uplink|downlink RATE_MBPS BURST_BYTES` (ours, not Mahimahi's): a
     /// token-bucket policer ([`PolicerStage`]).
     Policer {
@@ -170,6 +179,13 @@ pub struct LinkShell {
     pub downlink_delivery: Delivery,
     /// `--log-format=mahimahi|binary` (ours) for both logs.
     pub log_format: LogFormat,
+    /// `--uplink-cross-traffic=MBPS[,MBPS…]` (ours): non-reactive cross traffic on the
+    /// uplink ([`crate::cross`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink_cross: Option<CrossTraffic>,
+    /// `--downlink-cross-traffic=MBPS[,MBPS…]` (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downlink_cross: Option<CrossTraffic>,
     /// The shell's own argv as Mahimahi would see it (`mm-link` …, the shells inside it, the
     /// command), for log headers; empty until loaded.
     #[serde(skip)]
@@ -197,6 +213,8 @@ impl LinkShell {
             uplink_delivery: Delivery::Trace,
             downlink_delivery: Delivery::Trace,
             log_format: LogFormat::Mahimahi,
+            uplink_cross: None,
+            downlink_cross: None,
             argv: Vec::new(),
             enclosing_prefix: String::new(),
         }
@@ -238,10 +256,18 @@ impl LinkShell {
         if self.log_format == LogFormat::Binary {
             w.push("--log-format=binary".into());
         }
+        for (name, cross) in [
+            ("uplink", &self.uplink_cross),
+            ("downlink", &self.downlink_cross),
+        ] {
+            if let Some(c) = cross {
+                w.push(format!("--{name}-cross-traffic={}", c.words()));
+            }
+        }
         w
     }
 
-    /// Trace, queue, log file, trace file and delivery of one direction.
+    /// Trace, queue, log file, trace file, delivery and cross traffic of one direction.
     pub fn direction(&self, d: LinkDirection) -> LinkSide<'_> {
         match d {
             LinkDirection::Uplink => LinkSide {
@@ -250,6 +276,7 @@ impl LinkShell {
                 log: self.uplink_log.as_deref(),
                 trace_path: &self.uplink_trace,
                 delivery: self.uplink_delivery,
+                cross: self.uplink_cross.as_ref(),
             },
             LinkDirection::Downlink => LinkSide {
                 trace: &self.downlink,
@@ -257,6 +284,7 @@ impl LinkShell {
                 log: self.downlink_log.as_deref(),
                 trace_path: &self.downlink_trace,
                 delivery: self.downlink_delivery,
+                cross: self.downlink_cross.as_ref(),
             },
         }
     }
@@ -275,6 +303,8 @@ pub struct LinkSide<'a> {
     pub trace_path: &'a Path,
     /// Its opportunity schedule.
     pub delivery: Delivery,
+    /// Its cross traffic, if any.
+    pub cross: Option<&'a CrossTraffic>,
 }
 
 impl Shell {
@@ -286,6 +316,9 @@ impl Shell {
         let program = self.program().to_owned();
         match self {
             Shell::Delay { ms } => vec![program, ms.to_string()],
+            Shell::OneWayDelay { direction, ms } => {
+                vec![program, direction.word().into(), ms.to_string()]
+            }
             Shell::Loss { direction, rate } => {
                 vec![program, direction.word().into(), rate.to_string()]
             }
@@ -339,6 +372,7 @@ impl Shell {
             Shell::Switch { random: true, .. } => "mm-onoff",
             Shell::Switch { random: false, .. } => "mm-intermittent",
             Shell::Link(_) => "mm-link",
+            Shell::OneWayDelay { .. } => "pt-delay",
             Shell::Policer { .. } => "pt-policer",
             Shell::Aggregate { .. } => "pt-aggregate",
             Shell::Host { .. } => "pt-host",
@@ -353,6 +387,7 @@ impl Shell {
         };
         match self {
             Shell::Delay { ms } => format!("[delay {ms} ms] "),
+            Shell::OneWayDelay { direction, ms } => format!("[delay {}={ms} ms] ", dir(direction)),
             Shell::Loss { direction, rate } => format!("[loss {}={rate}] ", dir(direction)),
             Shell::Switch {
                 direction, random, ..
@@ -419,8 +454,8 @@ fn syntax(m: String) -> MmError {
     MmError::Syntax(m)
 }
 
-/// mm-link's options that take a value (`--name=V` or `--name V`); the last three are ours.
-const LINK_VALUE_OPTIONS: [&str; 9] = [
+/// mm-link's options that take a value (`--name=V` or `--name V`); the last five are ours.
+const LINK_VALUE_OPTIONS: [&str; 11] = [
     "--uplink-queue",
     "--downlink-queue",
     "--uplink-queue-args",
@@ -429,12 +464,20 @@ const LINK_VALUE_OPTIONS: [&str; 9] = [
     "--downlink-log",
     "--uplink-delivery",
     "--downlink-delivery",
+    "--uplink-cross-traffic",
+    "--downlink-cross-traffic",
     "--log-format",
 ];
 
 /// The shells [`parse_chain`] knows, for error messages.
 pub const SHELL_NAMES: &str =
-    "mm-delay, mm-loss, mm-onoff, mm-intermittent, mm-link, pt-policer, pt-aggregate, pt-host";
+    "mm-delay, mm-loss, mm-onoff, mm-intermittent, mm-link, pt-delay, pt-policer, pt-aggregate, \
+     pt-host";
+
+/// `--uplink-cross-traffic=8` or `=8,2.5,0` ([`CrossTraffic::parse`]); errors name the option.
+fn parse_cross(name: &str, value: &str) -> Result<CrossTraffic, MmError> {
+    CrossTraffic::parse(value).map_err(|e| syntax(format!("mm-link {name}={value}: {e}")))
+}
 
 fn parse_delivery(name: &str, value: &str) -> Result<Delivery, MmError> {
     match value {
@@ -479,14 +522,14 @@ fn parse_direction(shell: &str, word: Option<&String>) -> Result<LinkDirection, 
 }
 
 /// `mm-delay`'s DELAY_MS: an integer number of ms, at most [`MAX_DELAY_MS`].
-fn parse_delay_ms(word: Option<&String>) -> Result<u64, MmError> {
-    let a = word.ok_or_else(|| syntax("mm-delay needs DELAY_MS (one-way delay, ms)".into()))?;
+fn parse_delay_ms(shell: &str, word: Option<&String>) -> Result<u64, MmError> {
+    let a = word.ok_or_else(|| syntax(format!("{shell} needs DELAY_MS (one-way delay, ms)")))?;
     a.parse::<u64>()
         .ok()
         .filter(|ms| *ms <= MAX_DELAY_MS)
         .ok_or_else(|| {
             syntax(format!(
-                "mm-delay: `{a}` is not an integer number of ms from 0 to {MAX_DELAY_MS} (a day)"
+                "{shell}: `{a}` is not an integer number of ms from 0 to {MAX_DELAY_MS} (a day)"
             ))
         })
 }
@@ -545,6 +588,8 @@ fn parse_link_options(
             "--once" => link.once = true,
             "--uplink-delivery" => link.uplink_delivery = parse_delivery(name, &value())?,
             "--downlink-delivery" => link.downlink_delivery = parse_delivery(name, &value())?,
+            "--uplink-cross-traffic" => link.uplink_cross = Some(parse_cross(name, &value())?),
+            "--downlink-cross-traffic" => link.downlink_cross = Some(parse_cross(name, &value())?),
             "--log-format" => {
                 link.log_format = match value().as_str() {
                     "mahimahi" | "text" => LogFormat::Mahimahi,
@@ -567,7 +612,7 @@ fn parse_link_options(
                     "mm-link option `{other}` is not known (options: --uplink-queue, \
                      --downlink-queue, --uplink-queue-args, --downlink-queue-args, --uplink-log, \
                      --downlink-log, --once; ours: --uplink-delivery, --downlink-delivery, \
-                     --log-format)"
+                     --uplink-cross-traffic, --downlink-cross-traffic, --log-format)"
                 )))
             }
         }
@@ -589,8 +634,9 @@ fn parse_link_options(
 ///
 /// Shells: `mm-delay DELAY_MS`, `mm-loss uplink|downlink RATE`, `mm-onoff` and
 /// `mm-intermittent uplink|downlink MEAN_ON_S MEAN_OFF_S`, `mm-link UP DOWN [options]`, and
-/// ours: `pt-policer uplink|downlink RATE_MBPS BURST_BYTES`, `pt-aggregate uplink|downlink
-/// INTERVAL_MS`, `pt-host sender|receiver|both KEY=MIN,DEFAULT,MAX…` ([`crate::host`]). Errors
+/// ours: `pt-delay uplink|downlink DELAY_MS`, `pt-policer uplink|downlink RATE_MBPS
+/// BURST_BYTES`, `pt-aggregate uplink|downlink INTERVAL_MS`, `pt-host sender|receiver|both
+/// KEY=MIN,DEFAULT,MAX…` ([`crate::host`]). Errors
 /// name the offending word or file.
 pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
     let mut shells = Vec::new();
@@ -599,7 +645,7 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
         let arg = |k: usize| words.get(i + k);
         let shell = match word.as_str() {
             "mm-delay" => {
-                let ms = parse_delay_ms(arg(1))?;
+                let ms = parse_delay_ms("mm-delay", arg(1))?;
                 i += 2;
                 Shell::Delay { ms }
             }
@@ -641,35 +687,10 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
                 i = parse_link_options(words, i + 3, &mut link)?;
                 Shell::Link(Box::new(link))
             }
-            "pt-policer" => {
-                let direction = parse_direction("pt-policer", arg(1))?;
-                let rate_mbps = parse_positive("pt-policer", "RATE_MBPS", arg(2), (0.001, 1e6))?;
-                let b = arg(3).map(String::as_str).unwrap_or("");
-                let burst_bytes = b.parse::<u64>().ok().filter(|b| *b > 0).ok_or_else(|| {
-                    syntax(format!(
-                        "pt-policer: BURST_BYTES must be a positive integer, got `{b}`"
-                    ))
-                })?;
-                i += 4;
-                Shell::Policer {
-                    direction,
-                    rate_mbps,
-                    burst_bytes,
-                }
-            }
-            "pt-aggregate" => {
-                let direction = parse_direction("pt-aggregate", arg(1))?;
-                let interval_ms = parse_positive(
-                    "pt-aggregate",
-                    "INTERVAL_MS",
-                    arg(2),
-                    (0.001, MAX_DELAY_MS as f64),
-                )?;
-                i += 3;
-                Shell::Aggregate {
-                    direction,
-                    interval_ms,
-                }
+            name @ ("pt-policer" | "pt-aggregate" | "pt-delay") => {
+                let (shell, next) = parse_directional(name, words, i)?;
+                i = next;
+                shell
             }
             "pt-host" => {
                 let (shell, next) = parse_host(words, i)?;
@@ -687,6 +708,43 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
     Ok(Chain {
         shells,
         command: words[i.min(words.len())..].to_vec(),
+    })
+}
+
+/// Our shells of one direction at `words[at]` (`pt-policer uplink 12 15000`, `pt-aggregate
+/// downlink 5`, `pt-delay uplink 24`). Returns the shell and the index after it.
+fn parse_directional(name: &str, words: &[String], at: usize) -> Result<(Shell, usize), MmError> {
+    let arg = |k: usize| words.get(at + k);
+    let direction = parse_direction(name, arg(1))?;
+    Ok(match name {
+        "pt-policer" => {
+            let rate_mbps = parse_positive(name, "RATE_MBPS", arg(2), (0.001, 1e6))?;
+            let b = arg(3).map(String::as_str).unwrap_or("");
+            let burst_bytes = b.parse::<u64>().ok().filter(|b| *b > 0).ok_or_else(|| {
+                syntax(format!(
+                    "pt-policer: BURST_BYTES must be a positive integer, got `{b}`"
+                ))
+            })?;
+            let shell = Shell::Policer {
+                direction,
+                rate_mbps,
+                burst_bytes,
+            };
+            (shell, at + 4)
+        }
+        "pt-aggregate" => {
+            let interval_ms =
+                parse_positive(name, "INTERVAL_MS", arg(2), (0.001, MAX_DELAY_MS as f64))?;
+            let shell = Shell::Aggregate {
+                direction,
+                interval_ms,
+            };
+            (shell, at + 3)
+        }
+        _ => {
+            let ms = parse_delay_ms(name, arg(2))?;
+            (Shell::OneWayDelay { direction, ms }, at + 3)
+        }
     })
 }
 
@@ -725,6 +783,7 @@ pub fn parse_shells(text: &str) -> Result<Vec<Shell>, MmError> {
 pub fn mahimahi_argv(chain: &Chain, chain_words: &[String]) -> Result<Vec<String>, MmError> {
     for shell in &chain.shells {
         let ours = match shell {
+            Shell::OneWayDelay { .. } => Some("pt-delay"),
             Shell::Policer { .. } => Some("pt-policer"),
             Shell::Aggregate { .. } => Some("pt-aggregate"),
             Shell::Host { .. } => Some("pt-host"),
@@ -735,6 +794,9 @@ pub fn mahimahi_argv(chain: &Chain, chain_words: &[String]) -> Result<Vec<String
                 Some("--uplink-delivery/--downlink-delivery")
             }
             Shell::Link(l) if l.log_format != LogFormat::Mahimahi => Some("--log-format"),
+            Shell::Link(l) if l.uplink_cross.is_some() || l.downlink_cross.is_some() => {
+                Some("--uplink-cross-traffic/--downlink-cross-traffic")
+            }
             _ => None,
         };
         if let Some(what) = ours {
@@ -887,6 +949,10 @@ impl EmulatedPath {
             let seed = seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15);
             match shell {
                 Shell::Delay { ms } => stages.push(AnyStage::Delay(DelayStage::new(ms * MS))),
+                Shell::OneWayDelay { direction: d, ms } if *d == direction => {
+                    stages.push(AnyStage::Delay(DelayStage::new(ms * MS)))
+                }
+                Shell::OneWayDelay { .. } => {}
                 Shell::Loss { direction: d, rate } if *d == direction && *rate > 0.0 => {
                     stages.push(AnyStage::Loss(LossStage::new(*rate, seed)))
                 }
@@ -923,6 +989,9 @@ impl EmulatedPath {
                     let mut stage = LinkStage::new(side.trace, side.queue, seed).once(l.once);
                     if side.delivery == Delivery::Poisson {
                         stage = stage.poisson(seed);
+                    }
+                    if let Some(cross) = side.cross {
+                        stage = stage.cross(cross);
                     }
                     if side.log.is_some() {
                         stage = stage.logged();
@@ -1051,6 +1120,29 @@ mod tests {
             .to_string();
         assert!(e.contains("/nonexistent/x.trace"), "{e}");
         assert!(parse_chain(&words("mm-link only-one")).is_err());
+    }
+
+    /// `pt-delay` delays its own direction only, and reads back from its words.
+    #[test]
+    fn pt_delay_delays_one_direction() {
+        let chain = parse_chain(&words("pt-delay uplink 24 pt-delay downlink 3 -- true")).unwrap();
+        let up = Shell::OneWayDelay {
+            direction: LinkDirection::Uplink,
+            ms: 24,
+        };
+        assert_eq!(chain.shells[0], up);
+        assert_eq!(up.words(), words("pt-delay uplink 24"));
+        assert_eq!(up.prefix(), "[delay up=24 ms] ");
+        let path = EmulatedPath::load(chain.shells, chain.command).unwrap();
+        for (d, ms) in [(LinkDirection::Uplink, 24), (LinkDirection::Downlink, 3)] {
+            let (mut p, _) = path.pipeline(d, 0);
+            p.push(0, vec![0x45; 100]);
+            p.advance(30 * MS);
+            assert_eq!(p.pop().unwrap().0, ms * MS, "{d:?}");
+        }
+        let e = |w: &str| parse_chain(&words(w)).unwrap_err().to_string();
+        assert!(e("pt-delay sideways 3").starts_with("pt-delay: direction"));
+        assert!(e("pt-delay uplink x").starts_with("pt-delay: `x` is not"));
     }
 
     #[test]

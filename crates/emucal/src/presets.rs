@@ -35,9 +35,13 @@ pub struct Preset {
     pub name: String,
     /// What it models, for listings.
     pub description: String,
-    /// Rate of the constant trace used in both directions, Mbit/s.
+    /// Rate of the constant trace used in both directions, Mbit/s (the uplink's alone when
+    /// `downlink_rate_mbps` is given).
     pub rate_mbps: f64,
-    /// The emulator, its mm-link's traces both [`Preset::trace_file_name`], relative
+    /// Rate of the downlink's constant trace, Mbit/s, where it differs (an iBoxNet profile's
+    /// two directions, [`crate::ibox`]).
+    pub downlink_rate_mbps: Option<f64>,
+    /// The emulator, its mm-link's traces named as [`Preset::traces`] says, relative
     /// ([`Preset::emulator_in`] places them).
     pub emulator: Emulator,
 }
@@ -48,6 +52,8 @@ struct PresetFile {
     name: String,
     description: String,
     rate_mbps: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    downlink_rate_mbps: Option<f64>,
     prepend: String,
     link_args: String,
 }
@@ -56,14 +62,18 @@ impl TryFrom<PresetFile> for Preset {
     type Error = String;
 
     fn try_from(f: PresetFile) -> Result<Preset, String> {
+        let down_mbps = f.downlink_rate_mbps.unwrap_or(f.rate_mbps);
         crate::trace::Trace::constant_rate(f.rate_mbps)?;
-        let trace = PathBuf::from(trace_file_name(f.rate_mbps));
-        let emulator = Emulator::from_pantheon_flags(&f.prepend, &trace, &trace, &f.link_args, "")
+        crate::trace::Trace::constant_rate(down_mbps)?;
+        let up = PathBuf::from(trace_file_name(f.rate_mbps));
+        let down = PathBuf::from(trace_file_name(down_mbps));
+        let emulator = Emulator::from_pantheon_flags(&f.prepend, &up, &down, &f.link_args, "")
             .map_err(|e| e.to_string())?;
         Ok(Preset {
             name: f.name,
             description: f.description,
             rate_mbps: f.rate_mbps,
+            downlink_rate_mbps: f.downlink_rate_mbps,
             emulator,
         })
     }
@@ -79,6 +89,7 @@ impl From<Preset> for PresetFile {
             name: p.name,
             description: p.description,
             rate_mbps: p.rate_mbps,
+            downlink_rate_mbps: p.downlink_rate_mbps,
             prepend,
             link_args,
         }
@@ -96,15 +107,27 @@ impl Candidate {
             name: name.into(),
             description: description.into(),
             rate_mbps: self.rate_mbps,
+            downlink_rate_mbps: None,
             emulator: self.emulator(Path::new(&trace_file_name(self.rate_mbps))),
         }
     }
 }
 
 impl Preset {
-    /// File name of its trace (`100.42mbps.trace`), written with `Trace::constant_rate`.
+    /// File name of its (uplink's) trace (`100.42mbps.trace`), written with
+    /// `Trace::constant_rate`.
     pub fn trace_file_name(&self) -> String {
         trace_file_name(self.rate_mbps)
+    }
+
+    /// The constant-rate traces its emulator reads, to be written where it runs: (file name,
+    /// Mbit/s), one, or two when the downlink's rate differs.
+    pub fn traces(&self) -> Vec<(String, f64)> {
+        let mut t = vec![(self.trace_file_name(), self.rate_mbps)];
+        if let Some(down) = self.downlink_rate_mbps.filter(|d| *d != self.rate_mbps) {
+            t.push((trace_file_name(down), down));
+        }
+        t
     }
 
     /// Its emulator with the trace in `dir` (where the caller writes it).
@@ -132,6 +155,7 @@ impl Preset {
             name,
             description,
             rate_mbps,
+            downlink_rate_mbps: None,
             emulator: Emulator::new(shells),
         }
     }
@@ -334,13 +358,24 @@ fn buffers(no_options: &LinkShell) -> Vec<Preset> {
 }
 
 /// The preset called `name`, or the preset file at path `name` (JSON with the fields of
-/// [`Preset`], as `pantheon calibrate` writes `calibration/emulator.json`); the error lists the
-/// names, or says what is wrong with the file.
+/// [`Preset`], as `pantheon calibrate` writes `calibration/emulator.json`, or an iBoxNet
+/// network profile, [`crate::ibox`]); the error lists the names, or says what is wrong with the
+/// file.
 pub fn find(name: &str) -> Result<Preset, String> {
     let file = Path::new(name);
     if name.ends_with(".json") || file.is_file() {
         let text =
             std::fs::read_to_string(file).map_err(|e| format!("read emulator file {name}: {e}"))?;
+        if crate::ibox::is_profile(&text) {
+            let p = crate::ibox::import(&text, name, |mbps| trace_file_name(mbps).into())?;
+            return Ok(Preset {
+                name: p.name,
+                description: p.description,
+                rate_mbps: p.uplink_mbps,
+                downlink_rate_mbps: Some(p.downlink_mbps).filter(|d| *d != p.uplink_mbps),
+                emulator: p.emulator,
+            });
+        }
         return serde_json::from_str(&text)
             .map_err(|e| format!("{name}: not an emulator preset: {e}"));
     }
@@ -360,6 +395,39 @@ mod tests {
     use super::*;
     use crate::mm::{parse_chain, Delivery, LinkDirection, Shell};
     use crate::queue::QueueSpec;
+
+    /// An iBoxNet profile file is found as a preset with a trace per direction (the rates
+    /// differ), and its preset file form carries it whole.
+    #[test]
+    fn an_ibox_profile_file_is_a_preset_with_two_traces() {
+        let dir = std::env::temp_dir().join(format!("presets-ibox-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("network-profile-3.json");
+        let side = |kbps: u32, packets: u32, ms: u32, cross: &str| {
+            format!(
+                r#"{{"bottleneck_bandwidth": {kbps}, "buffer_size_bytes": 1,
+                  "buffer_size_packets": {packets}, "propagation_delay": {ms},
+                  "cross_traffic_pattern": [{cross}]}}"#
+            )
+        };
+        let profile = format!(
+            r#"{{"measurement_node": "x", "link_type": "wired", "data_flow_direction": "upload",
+               "config": {{"uplink": {}, "downlink": {}}}}}"#,
+            side(5000, 30, 12, "1000, 0"),
+            side(100000, 10000, 0, "")
+        );
+        std::fs::write(&file, profile).unwrap();
+        let p = find(file.to_str().unwrap()).unwrap();
+        assert_eq!(p.name, "ibox-x-wired-3");
+        assert_eq!(
+            p.traces(),
+            [("5mbps.trace".into(), 5.0), ("100mbps.trace".into(), 100.0)]
+        );
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains("\"downlink_rate_mbps\":100"), "{json}");
+        assert_eq!(serde_json::from_str::<Preset>(&json).unwrap(), p);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn every_preset_parses_and_names_are_unique() {

@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::cross::is_cross;
 use crate::Packet;
 
 /// The longest delay or period a shell may add, ms: a day (`mm-delay`, `pt-aggregate`,
@@ -21,8 +22,8 @@ pub const TUN_HEADER: usize = 4;
 /// Bytes of one delivery opportunity (a 1500-byte IP packet + the 4-byte header); CoDel and
 /// PIE use it as "one full packet".
 pub const PACKET_SIZE: u64 = 1504;
-/// ns per ms.
-const MS: u64 = 1_000_000;
+/// ns per ms (the emulator's clock is in ns; [`crate::stage::MS`] is this one).
+pub const MS: u64 = 1_000_000;
 
 /// Packet and byte limits of a dropping queue (`packets=N`, `bytes=N`; `None` = unset).
 /// Bytes include the 4-byte header. Mahimahi requires at least one of them.
@@ -248,22 +249,26 @@ pub struct PacketQueue {
     aqm: Aqm,
 }
 
-/// The packets and their total size in bytes (4-byte headers included).
+/// The packets, their total size in bytes (4-byte headers included) and how many of them are
+/// cross traffic ([`crate::cross::is_cross`]).
 #[derive(Debug, Default)]
 struct Fifo {
     items: VecDeque<(u64, Packet)>,
     bytes: u64,
+    cross: usize,
 }
 
 impl Fifo {
     fn push(&mut self, t: u64, pkt: Packet) {
         self.bytes += size_of(&pkt);
+        self.cross += usize::from(is_cross(&pkt));
         self.items.push_back((t, pkt));
     }
 
     fn pop(&mut self) -> Option<(u64, Packet)> {
         let item = self.items.pop_front()?;
         self.bytes -= size_of(&item.1);
+        self.cross -= usize::from(is_cross(&item.1));
         Some(item)
     }
 
@@ -370,6 +375,17 @@ impl PacketQueue {
     /// Packets queued.
     pub fn len(&self) -> usize {
         self.fifo.items.len()
+    }
+
+    /// True for a drop-head queue, whose drops at enqueue are the oldest packets; every other
+    /// queue drops only the arriving packet there.
+    pub fn drops_head(&self) -> bool {
+        matches!(self.spec, QueueSpec::DropHead(_))
+    }
+
+    /// Packets held that are cross traffic ([`crate::cross`]), of [`PacketQueue::len`].
+    pub fn cross_len(&self) -> usize {
+        self.fifo.cross
     }
 
     /// True when empty.

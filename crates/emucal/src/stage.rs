@@ -19,12 +19,12 @@ use std::collections::VecDeque;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::cross::{is_cross, CrossSource, CrossTraffic};
 use crate::queue::{PacketQueue, QueueSpec, TUN_HEADER};
 use crate::trace::Trace;
 use crate::Packet;
 
-/// ns per ms.
-pub const MS: u64 = 1_000_000;
+pub use crate::queue::MS;
 /// Bytes one delivery opportunity carries (1500-byte IP packet + 4-byte TUN header).
 pub const OPPORTUNITY_BYTES: usize = 1504;
 
@@ -62,6 +62,32 @@ pub enum LinkEvent {
         /// When it arrived, ns.
         arrival: u64,
     },
+    /// `T c+ LEN` (ours): a cross-traffic packet arrived at the queue ([`crate::cross`]).
+    CrossArrival {
+        /// Arrival time, ns.
+        t: u64,
+        /// Size, bytes.
+        bytes: u64,
+    },
+    /// `T cd NPKTS NBYTES` (ours): the queue refused an arriving cross-traffic packet.
+    /// (Packets a drop-head queue or CoDel drops to make room are `d`, whoever sent them.)
+    CrossDrop {
+        /// Time, ns.
+        t: u64,
+        /// Packets dropped.
+        packets: u64,
+        /// Their bytes.
+        bytes: u64,
+    },
+    /// `T c- LEN DELAY` (ours): a cross-traffic packet left the link, and the emulator.
+    CrossDeparture {
+        /// Scheduled time of the opportunity that carried its last byte, ns.
+        t: u64,
+        /// Size, bytes.
+        bytes: u64,
+        /// When it arrived, ns.
+        arrival: u64,
+    },
 }
 
 /// `mm-link`: delivery opportunities from a trace serve the queue byte by byte.
@@ -73,6 +99,9 @@ pub enum LinkEvent {
 /// packet can only use an opportunity scheduled strictly after its arrival millisecond, i.e. an
 /// opportunity at T serves packets whose arrival time is < T. With `--once` the link serves
 /// one pass over the trace and is then [finished](LinkStage::finished).
+///
+/// With [cross traffic](LinkStage::cross), the link's own source adds packets to the queue at
+/// their times; they are served like the others and discarded when they leave.
 #[derive(Debug)]
 pub struct LinkStage {
     trace: Vec<u64>,
@@ -91,6 +120,9 @@ pub struct LinkStage {
     log: Option<Vec<LinkEvent>>,
     /// Poisson delivery instead of the trace's schedule.
     poisson: Option<Box<PoissonSchedule>>,
+    /// Non-reactive cross traffic sharing the queue, and its arrivals the queue refused.
+    cross: Option<Box<CrossSource>>,
+    cross_refused: u64,
 }
 
 /// Opportunities of a Poisson process: exponential gaps with the trace's mean gap.
@@ -125,7 +157,18 @@ impl LinkStage {
             finished: false,
             log: None,
             poisson: None,
+            cross: None,
+            cross_refused: 0,
         }
+    }
+
+    /// Non-reactive cross traffic ([`crate::cross`]) from the link's start: its packets join
+    /// the queue at their times, take opportunities like any packet, and leave the link
+    /// without being handed on. Nothing for a series of zeros.
+    pub fn cross(mut self, traffic: &CrossTraffic) -> LinkStage {
+        let source = CrossSource::new(traffic);
+        self.cross = source.next_arrival().is_some().then(|| Box::new(source));
+        self
     }
 
     /// Poisson delivery (beyond Mahimahi): opportunities form a Poisson process whose rate is
@@ -216,12 +259,13 @@ impl LinkStage {
             budget -= n;
             if *left == 0 {
                 let (pkt, _, arrival) = self.in_transit.take().expect("set above");
-                self.record(LinkEvent::Departure {
-                    t,
-                    bytes: (pkt.len() + TUN_HEADER) as u64,
-                    arrival,
-                });
-                self.out.push_back((t, pkt));
+                let bytes = (pkt.len() + TUN_HEADER) as u64;
+                if is_cross(&pkt) {
+                    self.record(LinkEvent::CrossDeparture { t, bytes, arrival });
+                } else {
+                    self.record(LinkEvent::Departure { t, bytes, arrival });
+                    self.out.push_back((t, pkt));
+                }
             }
         }
     }
@@ -231,30 +275,52 @@ impl LinkStage {
     /// Hands the link a packet arriving at `t` (ns; non-decreasing across calls).
     pub fn push(&mut self, t: u64, pkt: Packet) {
         self.advance(t);
-        self.record(LinkEvent::Arrival {
-            t,
-            bytes: (pkt.len() + TUN_HEADER) as u64,
+        self.enqueue(t, pkt);
+    }
+
+    fn enqueue(&mut self, t: u64, pkt: Packet) {
+        let (bytes, cross) = ((pkt.len() + TUN_HEADER) as u64, is_cross(&pkt));
+        self.record(match cross {
+            true => LinkEvent::CrossArrival { t, bytes },
+            false => LinkEvent::Arrival { t, bytes },
         });
         let dropped = self.queue.enqueue(t, pkt);
         if dropped.packets > 0 {
-            self.record(LinkEvent::Drop {
-                t,
-                packets: dropped.packets,
-                bytes: dropped.bytes,
-            });
+            let (packets, bytes) = (dropped.packets, dropped.bytes);
+            // A refused cross arrival is the cross traffic's loss; what a drop-head queue
+            // pushes out to make room is logged as `d`.
+            if cross && !self.queue.drops_head() {
+                self.cross_refused += packets;
+                self.record(LinkEvent::CrossDrop { t, packets, bytes });
+            } else {
+                self.record(LinkEvent::Drop { t, packets, bytes });
+            }
         }
     }
 
-    /// Serves every opportunity scheduled at or before `now`.
+    /// Serves every opportunity scheduled at or before `now`, and queues the cross traffic
+    /// due by then, each at its time (an opportunity at T serves only packets that arrived
+    /// before T, so at equal times the opportunity goes first).
     pub fn advance(&mut self, now: u64) {
-        while let Some(t) = self.next_opportunity() {
-            if t > now {
-                break;
-            }
-            self.step_opportunity();
-            self.record(LinkEvent::Opportunity { t });
-            if self.in_transit.is_some() || !self.queue.is_empty() {
-                self.serve(t);
+        loop {
+            let opportunity = self.next_opportunity().filter(|t| *t <= now);
+            let cross = match &self.cross {
+                Some(c) if !self.finished => c.next_arrival().filter(|t| *t <= now),
+                _ => None,
+            };
+            match (opportunity, cross) {
+                (None, None) => break,
+                (Some(t), c) if c.is_none_or(|c| t <= c) => {
+                    self.step_opportunity();
+                    self.record(LinkEvent::Opportunity { t });
+                    if self.in_transit.is_some() || !self.queue.is_empty() {
+                        self.serve(t);
+                    }
+                }
+                _ => {
+                    let (t, pkt) = self.cross.as_mut().and_then(|c| c.take()).expect("due");
+                    self.enqueue(t, pkt);
+                }
             }
         }
     }
@@ -277,14 +343,16 @@ impl LinkStage {
         self.next_opportunity()
     }
 
-    /// Packets queued, in transit or departed but not taken.
+    /// Packets queued, in transit or departed but not taken; cross traffic is not counted
+    /// (it never leaves for an end host, so a drained path need not wait for it).
     pub fn held(&self) -> usize {
-        self.queue.len() + usize::from(self.in_transit.is_some()) + self.out.len()
+        let in_transit = self.in_transit.as_ref().is_some_and(|(p, ..)| !is_cross(p));
+        self.queue.len() - self.queue.cross_len() + usize::from(in_transit) + self.out.len()
     }
 
-    /// Packets the queue discipline dropped.
+    /// Packets the queue discipline dropped, but for cross-traffic arrivals it refused.
     pub fn dropped(&self) -> u64 {
-        self.queue.dropped()
+        self.queue.dropped() - self.cross_refused
     }
 }
 
@@ -816,6 +884,61 @@ mod tests {
 
     fn pkt(len: usize) -> Packet {
         vec![0u8; len]
+    }
+
+    /// A 12 Mbit/s link (one 1500-byte packet per ms) with 6 Mbit/s of cross traffic (a packet
+    /// at 2, 4, 6 … ms) carries a scheme's packets at 0.5, 2.5, 4.5 … ms behind the cross
+    /// packet that arrived first: each waits one opportunity more. The cross packets are served,
+    /// logged as such, never handed on, and not counted as held or dropped.
+    #[test]
+    fn cross_traffic_takes_opportunities_and_is_never_handed_on() {
+        let trace = Trace::constant_rate(12.0).unwrap();
+        let traffic = CrossTraffic::constant(6.0).unwrap();
+        let mut link = LinkStage::new(&trace, QueueSpec::Infinite, 0)
+            .cross(&traffic)
+            .logged();
+        let mut out = Vec::new();
+        for i in 0..100u64 {
+            let t = i * 2 * MS + MS / 2;
+            link.push(t, vec![0x45; 1500]);
+            out.extend(std::iter::from_fn(|| link.pop_due(t)));
+        }
+        out.extend(std::iter::from_fn(|| link.pop_due(202 * MS)));
+        let times: Vec<u64> = out.iter().map(|(t, _)| t / MS).collect();
+        let expected: Vec<u64> = (0..100)
+            .map(|i| if i == 0 { 1 } else { 2 * i + 2 })
+            .collect();
+        assert_eq!(times, expected);
+        assert!(out.iter().all(|(_, p)| p[0] == 0x45));
+        let mut events = Vec::new();
+        link.take_events(&mut events);
+        let count = |f: fn(&LinkEvent) -> bool| events.iter().filter(|e| f(e)).count();
+        assert_eq!(count(|e| matches!(e, LinkEvent::CrossArrival { .. })), 101);
+        assert_eq!(
+            count(|e| matches!(e, LinkEvent::CrossDeparture { .. })),
+            100
+        );
+        assert_eq!(count(|e| matches!(e, LinkEvent::Departure { .. })), 100);
+        assert!(events.iter().any(|e| matches!(
+            e,
+            LinkEvent::CrossDeparture { t, arrival, .. } if *t == 3 * MS && *arrival == 2 * MS
+        )));
+        // The cross packet of 202 ms waits in the queue; the path is drained all the same.
+        assert_eq!(link.held(), 0);
+
+        // A one-packet DropTail queue refuses cross arrivals as it would any: `cd`, not `d`,
+        // and not in the link's drop count.
+        let spec = QueueSpec::parse("droptail", "packets=1").unwrap();
+        let busy = CrossTraffic::constant(36.0).unwrap();
+        let mut link = LinkStage::new(&trace, spec, 0).cross(&busy).logged();
+        link.advance(10 * MS);
+        let mut events = Vec::new();
+        link.take_events(&mut events);
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, LinkEvent::CrossDrop { .. })));
+        assert!(!events.iter().any(|e| matches!(e, LinkEvent::Drop { .. })));
+        assert_eq!(link.dropped(), 0);
     }
 
     /// A 28-byte IPv4/UDP header (and `payload` zero bytes) from `src` to `dst` port.

@@ -284,12 +284,17 @@ pub struct Local {
     pub baseline: Option<PathBuf>,
 }
 
-/// The emulator of the library named `name` with its trace in `data_dir`, and that trace to
-/// write (file, Mbit/s). Errors name the unknown emulator and list the known ones.
-pub fn preset(name: &str, data_dir: &Path) -> anyhow::Result<(Emulator, (PathBuf, f64))> {
+/// The emulator of the library named `name` (or a preset or iBoxNet profile file) with its
+/// traces in `data_dir`, and those traces to write (file, Mbit/s; two when its directions'
+/// rates differ). Errors name the unknown emulator and list the known ones.
+pub fn preset(name: &str, data_dir: &Path) -> anyhow::Result<(Emulator, Vec<(PathBuf, f64)>)> {
     let preset = emucal::presets::find(name).map_err(anyhow::Error::msg)?;
-    let trace = data_dir.join(preset.trace_file_name());
-    Ok((preset.emulator_in(data_dir), (trace, preset.rate_mbps)))
+    let traces = preset
+        .traces()
+        .into_iter()
+        .map(|(file, mbps)| (data_dir.join(file), mbps))
+        .collect();
+    Ok((preset.emulator_in(data_dir), traces))
 }
 
 /// A local experiment, from its plan to its analysis (`pantheon run local|sim`, a sweep's

@@ -77,8 +77,9 @@ pub fn preset_chain(
     command: &[String],
 ) -> anyhow::Result<(Chain, Vec<String>)> {
     let preset = emucal::presets::find(name).map_err(anyhow::Error::msg)?;
-    let trace = dir.join(preset.trace_file_name());
-    crate::plan::write_constant_trace(&trace, preset.rate_mbps)?;
+    for (file, mbps) in preset.traces() {
+        crate::plan::write_constant_trace(&dir.join(file), mbps)?;
+    }
     let emulator = preset.emulator_in(dir);
     let command = match command.split_first() {
         Some((first, rest)) if first == "--" => rest,

@@ -31,13 +31,14 @@ pub struct TrainingEmulator {
     pub ideal_cwnd: f64,
 }
 
-/// The round-trip time of `path` without queueing, ms: twice the sum of its `mm-delay`s.
+/// The round-trip time of `path` without queueing, ms: twice the sum of its `mm-delay`s, plus
+/// its one-direction `pt-delay`s once.
 pub fn base_rtt_ms(path: &EmulatedPath) -> f64 {
-    2.0 * path
-        .shells
+    path.shells
         .iter()
         .map(|s| match s {
-            Shell::Delay { ms } => *ms as f64,
+            Shell::Delay { ms } => 2.0 * *ms as f64,
+            Shell::OneWayDelay { ms, .. } => *ms as f64,
             _ => 0.0,
         })
         .sum::<f64>()

@@ -102,7 +102,9 @@ pub fn training_set(
         }
         let preset =
             emucal::presets::find(entry).map_err(|e| SetError::Unknown(entry.clone(), e))?;
-        trace(&traces, preset.rate_mbps)?;
+        for (_, mbps) in preset.traces() {
+            trace(&traces, mbps)?;
+        }
         let path = preset
             .emulator_in(&traces)
             .load()

@@ -271,10 +271,7 @@ impl SweepPlan {
         let mix = engine::mix::parse_short(&p.mix).with_context(|| format!("mix `{}`", p.mix))?;
         let env = &self.environments[p.env];
         let (emulator, write_traces) = match (&env.emulator, env.emulator(&Self::traces_dir(dir))) {
-            (Some(name), _) => {
-                let (emulator, trace) = engine::experiment::preset(name, data_dir)?;
-                (emulator, vec![trace])
-            }
+            (Some(name), _) => engine::experiment::preset(name, data_dir)?,
             (None, Some(emulator)) => (emulator, Vec::new()),
             (None, None) => bail!("environment {} has no rate and no emulator", env.label()),
         };

@@ -413,8 +413,7 @@ fn clock_seed() -> u64 {
 /// rates in Mbit/s. Nothing is read or written here.
 fn emulator_of(a: &LocalArgs, data_dir: &Path) -> anyhow::Result<(Emulator, Vec<(PathBuf, f64)>)> {
     if let Some(name) = &a.emulator {
-        let (emulator, trace) = experiment::preset(name, data_dir)?;
-        return Ok((emulator, vec![trace]));
+        return experiment::preset(name, data_dir);
     }
     let default_trace = data_dir.join("12mbps.trace");
     let mut written = Vec::new();

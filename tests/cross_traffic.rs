@@ -1,0 +1,285 @@
+//! Non-reactive cross traffic on the emulated bottleneck (`mm-link --uplink-cross-traffic=`,
+//! issue 50): a constant X Mbit/s of other users' packets on an R Mbit/s link leaves a Cubic
+//! flow about R − X, in a real run (kernel Cubic through the tunnel) and in simulated time
+//! (QUIC Cubic); the cross packets are in the link log, marked (`c+`, `c-`), and in none of the
+//! scheme's figures. An iBoxNet network profile runs as an emulator, with its cross traffic and
+//! its one-direction delay. Needs root and iperf3 (CI installs them).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// Held by each test that runs: a real run's throughput is measured, so runs do not share the
+/// two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The link, Mbit/s each way, and the cross traffic on its uplink.
+const LINK_MBPS: f64 = 24.0;
+const CROSS_MBPS: f64 = 8.0;
+
+struct Dir(PathBuf);
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn pantheon(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "pantheon {args:?}:\n{text}");
+    text
+}
+
+/// What an mm-link log says of one direction: Mbit/s of the scheme's departures and of the
+/// cross traffic's, over `[from_ms, to_ms)`, and the count of cross arrivals.
+struct LinkFigures {
+    scheme_mbps: f64,
+    cross_mbps: f64,
+    cross_arrivals: usize,
+}
+
+fn link_figures(log: &Path, from_ms: u64, to_ms: u64) -> LinkFigures {
+    let text = std::fs::read_to_string(log).unwrap();
+    let (mut scheme, mut cross, mut cross_arrivals) = (0u64, 0u64, 0);
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let t: u64 = f[0].parse().unwrap();
+        match f[1] {
+            "c+" => cross_arrivals += 1,
+            "-" if (from_ms..to_ms).contains(&t) => scheme += f[2].parse::<u64>().unwrap(),
+            "c-" if (from_ms..to_ms).contains(&t) => cross += f[2].parse::<u64>().unwrap(),
+            "+" | "-" | "#" | "d" | "c-" | "cd" => {}
+            other => panic!("{}: unknown event `{other}` in `{line}`", log.display()),
+        }
+    }
+    let mbps = |bytes: u64| bytes as f64 * 8.0 / ((to_ms - from_ms) as f64 * 1e3);
+    LinkFigures {
+        scheme_mbps: mbps(scheme),
+        cross_mbps: mbps(cross),
+        cross_arrivals,
+    }
+}
+
+/// Run 1's `tput` (Mbit/s) or `delay` (p95 one-way, ms), from `pantheon_perf.json`.
+fn run_figure(data: &Path, scheme: &str, figure: &str) -> f64 {
+    let perf: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data.join("pantheon_perf.json")).unwrap()).unwrap();
+    perf[scheme]["1"]["all"][figure]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no {figure} in {perf}"))
+}
+
+/// An iBoxNet network profile (the published format; made-up figures): 12 Mbit/s up with a
+/// 60-packet buffer, 20 ms one way up and none down, 4 Mbit/s of cross traffic up; iBoxNet's
+/// defaults down.
+const PROFILE: &str = r#"{
+    "measurement_node": "testland", "peer_cloud_server": "aws testland",
+    "data_flow_direction": "upload", "link_type": "cellular",
+    "data_source_url": "https://pantheon.stanford.edu/result/0/",
+    "config": {
+        "uplink": {"bottleneck_bandwidth": 12000, "buffer_size_bytes": 90000,
+                   "buffer_size_packets": 60, "propagation_delay": 20,
+                   "cross_traffic_pattern": [4000, 4000, 4000]},
+        "downlink": {"bottleneck_bandwidth": 100000, "buffer_size_bytes": 15000000,
+                     "buffer_size_packets": 10000, "propagation_delay": 0,
+                     "cross_traffic_pattern": []}
+    }
+}"#;
+
+/// How a run's path is given, and the uplink's rate and cross traffic, Mbit/s.
+struct PathUnderTest {
+    args: Vec<String>,
+    link_mbps: f64,
+    cross_mbps: f64,
+}
+
+/// 24 Mbit/s each way, `mm-delay 20`, a 150-packet DropTail uplink, 8 Mbit/s of cross traffic
+/// up; the trace is written into `dir`.
+fn flags_path(dir: &Path) -> PathUnderTest {
+    let trace = dir.join("24mbps.trace");
+    let t = trace.to_str().unwrap().to_owned();
+    pantheon(&["trace", "constant", &LINK_MBPS.to_string(), "-o", &t]);
+    let extra = format!(
+        "--uplink-cross-traffic={CROSS_MBPS} --uplink-queue=droptail --uplink-queue-args=packets=150"
+    );
+    PathUnderTest {
+        args: [
+            "--uplink-trace",
+            &t,
+            "--downlink-trace",
+            &t,
+            "--prepend-mm-cmds",
+            "mm-delay 20",
+            "--extra-mm-link-args",
+            &extra,
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        link_mbps: LINK_MBPS,
+        cross_mbps: CROSS_MBPS,
+    }
+}
+
+/// [`PROFILE`] written into `dir`, run with `--emulator PROFILE.json`.
+fn profile_path(dir: &Path) -> PathUnderTest {
+    let file = dir.join("network-profile-1.json");
+    std::fs::write(&file, PROFILE).unwrap();
+    PathUnderTest {
+        args: vec!["--emulator".into(), file.display().to_string()],
+        link_mbps: 12.0,
+        cross_mbps: 4.0,
+    }
+}
+
+/// Runs `scheme` for `runtime` s (`mode`: `local` or `sim`) over the path and checks that the
+/// cross traffic ran, took its share and is not in the scheme's figures. Returns the results
+/// directory (removed with `dir`).
+fn cross_traffic_leaves_the_rest(
+    dir: &Dir,
+    mode: &str,
+    scheme: &str,
+    runtime: u64,
+    path: &PathUnderTest,
+) -> PathBuf {
+    let data = dir.0.join(format!("data-{mode}"));
+    let mut args: Vec<String> = ["run", mode, "--schemes", scheme, "--runtime"]
+        .map(str::to_owned)
+        .to_vec();
+    args.push(runtime.to_string());
+    args.extend(path.args.iter().cloned());
+    args.extend(["--data-dir".into(), data.display().to_string()]);
+    pantheon(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (link_mbps, cross_mbps) = (path.link_mbps, path.cross_mbps);
+    let log = data.join(format!("{scheme}_mm_datalink_run1.log"));
+    // The cross traffic runs from the link's start, at its rate throughout.
+    let whole = link_figures(&log, 0, runtime * 1000);
+    let expected_arrivals = cross_mbps * 1e6 / 12_000.0 * runtime as f64;
+    assert!(
+        whole.cross_arrivals as f64 >= 0.95 * expected_arrivals,
+        "{mode}: {} cross arrivals, expected about {expected_arrivals}",
+        whole.cross_arrivals
+    );
+    // After slow start, the link is full: the scheme's share and the cross traffic's make R.
+    let late = link_figures(&log, 5_000, runtime * 1000 - 500);
+    let delivered = late.scheme_mbps + late.cross_mbps;
+    assert!(
+        (0.9 * link_mbps..=1.01 * link_mbps).contains(&delivered),
+        "{mode}: the link carried {delivered:.2} Mbit/s ({:.2} scheme + {:.2} cross)",
+        late.scheme_mbps,
+        late.cross_mbps
+    );
+    // Non-reactive: it keeps its rate but for the packets a full queue drops.
+    assert!(
+        (0.85 * cross_mbps..=1.01 * cross_mbps).contains(&late.cross_mbps),
+        "{mode}: cross traffic delivered {:.2} Mbit/s",
+        late.cross_mbps
+    );
+    // The scheme's throughput (from its own tunnel logs) is what the cross traffic left,
+    // never the cross traffic's packets.
+    let tput = run_figure(&data, scheme, "tput");
+    let left = link_mbps - late.cross_mbps;
+    assert!(
+        (0.8 * left..=1.02 * left).contains(&tput),
+        "{mode}: {scheme} got {tput:.2} Mbit/s where the cross traffic left {left:.2}"
+    );
+    data
+}
+
+fn temp_dir(tag: &str) -> Dir {
+    let dir = Dir(std::env::temp_dir().join(format!("pt-cross-{tag}-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    dir
+}
+
+#[test]
+fn constant_cross_traffic_leaves_a_cubic_flow_the_rest_of_the_link() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp_dir("local");
+    let path = flags_path(&dir.0);
+    cross_traffic_leaves_the_rest(&dir, "local", "cubic", 20, &path);
+}
+
+#[test]
+fn constant_cross_traffic_leaves_the_rest_in_simulated_time_too() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp_dir("sim");
+    let path = flags_path(&dir.0);
+    cross_traffic_leaves_the_rest(&dir, "sim", "quic", 20, &path);
+}
+
+/// An iBoxNet profile runs as it is (`--emulator FILE.json`), locally and in simulated time:
+/// its cross traffic is in the link log and not in the scheme's figures, and its one-way delay
+/// is the uplink's alone (20 ms up, none down: a symmetric split would show 10).
+#[test]
+fn an_ibox_profile_runs_with_its_cross_traffic_local_and_simulated() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp_dir("ibox");
+    let path = profile_path(&dir.0);
+    for (mode, scheme) in [("local", "cubic"), ("sim", "quic")] {
+        let data = cross_traffic_leaves_the_rest(&dir, mode, scheme, 15, &path);
+        let delay = run_figure(&data, scheme, "delay");
+        assert!(
+            delay >= 20.0,
+            "{mode}: p95 one-way delay {delay} ms under 20 ms"
+        );
+        let meta = std::fs::read_to_string(data.join("pantheon_metadata.json")).unwrap();
+        assert!(meta.contains("pt-delay uplink 20"), "{meta}");
+    }
+}
+
+/// A malformed profile names the file and the key.
+#[test]
+fn a_malformed_ibox_profile_names_file_and_key() {
+    let dir = temp_dir("bad");
+    let file = dir.0.join("network-profile-2.json");
+    std::fs::write(
+        &file,
+        PROFILE.replace("\"propagation_delay\": 20", "\"propagation_delay\": -3"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args(["run", "local", "--schemes", "cubic", "--emulator"])
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(dir.0.join("data"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("network-profile-2.json: config.uplink.propagation_delay: `-3`"),
+        "{text}"
+    );
+    assert!(
+        !dir.0.join("data").exists(),
+        "a refused run created its directory"
+    );
+}
+
+/// A malformed rate is refused before anything runs, naming the flag and the value.
+#[test]
+fn a_malformed_cross_traffic_rate_is_named() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args([
+            "shell",
+            "mm-link",
+            "/nonexistent.trace",
+            "/nonexistent.trace",
+            "--uplink-cross-traffic=8,fast",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("--uplink-cross-traffic") && text.contains("value 2 (`fast`)"),
+        "{text}"
+    );
+}
