@@ -64,11 +64,13 @@ fn cubic_bbr_and_ledbat_join_one_bottleneck_at_0_10_and_20_s() {
         .collect();
     assert_eq!(schemes, ["cubic", "bbr", "ledbat"]);
 
-    // Each flow's scheme, start (from the logs, within 25 ms of the asked time) and metrics.
+    // Each flow's scheme, start (from the logs, within 50 ms of the asked time) and metrics.
     // The measured start is the flow's first packet against flow 1's: it includes each
     // program's own start-up (exec in its namespace, its first connect), which on this 2-core
     // machine was up to 16.7 ms late in 10 runs of the mix before issue 48's changes and up to
-    // 11.9 ms in 10 runs after (a 10 ms bound failed in CI once either way).
+    // 11.9 ms in 10 runs after (a 10 ms bound failed in CI once either way), and 25.3 ms once
+    // in a clean-clone CI rehearsal (a 25 ms bound failed). A start mis-scheduled by the
+    // harness is off by seconds (the flows are 10 s apart).
     let perf = read_json(&data.join("pantheon_perf.json"));
     let run = &perf["cubic-bbr-ledbat"]["1"];
     for (flow, scheme, start) in [
@@ -81,7 +83,7 @@ fn cubic_bbr_and_ledbat_join_one_bottleneck_at_0_10_and_20_s() {
         assert_eq!(f["start"], start, "{run}");
         let measured = f["measured_start"].as_f64().unwrap();
         assert!(
-            (measured - start).abs() < 0.025,
+            (measured - start).abs() < 0.050,
             "flow {flow} ({scheme}) started at {measured} s, asked {start} s"
         );
         let tput = f["tput"].as_f64().unwrap();
