@@ -241,35 +241,37 @@ fn known_end_hosts_ride_on_every_candidate_and_on_the_result() {
     // A table target (no logs): the bounds are given.
     std::fs::write(d("t.csv"), "scheme,tput_mbps,delay_ms\ncubic,8,30\n").unwrap();
     let hosts = "pt-host sender tcp_wmem=4096,16384,131072";
-    let out = pantheon(&[
-        "calibrate",
-        &d("t.csv"),
-        "--schemes",
-        "cubic",
-        "--runtime",
-        "3",
-        "--delivery",
-        "constant",
-        "--max-evals",
-        "2",
-        "--initial-evals",
-        "2",
-        "--confirm",
-        "0",
-        "--rate-mbps",
-        "10,20",
-        "--delay-ms",
-        "10,20",
-        "--queue-packets",
-        "20,40",
-        "--loss",
-        "0,0.01",
-        "--hosts",
-        hosts,
-        "--keep-runs",
-        "--out",
-        &d("cal"),
-    ]);
+    // A search of `evals` evaluations within given bounds, `extra` added.
+    let target = d("t.csv");
+    let bounded = |evals: &str, extra: &[&str]| {
+        let mut args = vec![
+            "calibrate",
+            &target,
+            "--schemes",
+            "cubic",
+            "--runtime",
+            "3",
+            "--delivery",
+            "constant",
+            "--max-evals",
+            evals,
+            "--initial-evals",
+            evals,
+            "--confirm",
+            "0",
+            "--rate-mbps",
+            "10,20",
+            "--delay-ms",
+            "10,20",
+            "--queue-packets",
+            "20,40",
+            "--loss",
+            "0,0.01",
+        ];
+        args.extend_from_slice(extra);
+        pantheon(&args)
+    };
+    let out = bounded("2", &["--hosts", hosts, "--keep-runs", "--out", &d("cal")]);
     let cal = dir.path().join("cal");
     // Every evaluation ran with them …
     for n in 0..2 {
@@ -298,70 +300,37 @@ fn known_end_hosts_ride_on_every_candidate_and_on_the_result() {
          net.ipv4.tcp_wmem = 4096 16777216 536870912\n",
     )
     .unwrap();
-    pantheon(&[
-        "calibrate",
-        &d("t.csv"),
-        "--schemes",
-        "cubic",
-        "--runtime",
-        "3",
-        "--delivery",
-        "constant",
-        "--max-evals",
+    bounded(
         "1",
-        "--initial-evals",
-        "1",
-        "--confirm",
-        "0",
-        "--rate-mbps",
-        "10,20",
-        "--delay-ms",
-        "10,20",
-        "--queue-packets",
-        "20,40",
-        "--loss",
-        "0,0.01",
-        "--hosts-from-report",
-        &d("report.txt"),
-        "--out",
-        &d("cal-report"),
-    ]);
+        &[
+            "--hosts-from-report",
+            &d("report.txt"),
+            "--out",
+            &d("cal-report"),
+        ],
+    );
     assert_eq!(
         read_json(&dir.path().join("cal-report/calibration.json"))["hosts"],
         "pt-host both tcp_rmem=4096,16777216,536870912 tcp_wmem=4096,16777216,536870912"
     );
-    let bad = Command::new(PANTHEON)
-        .args([
-            "calibrate",
-            &d("t.csv"),
-            "--hosts-from-report",
-            &d("t.csv"),
-            "--out",
-            &d("c3"),
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(
-        !bad.status.success() && err.contains("states no net.ipv4.tcp_rmem"),
-        "{err}"
+    // `calibrate` with `args` fails saying `why`.
+    let refused = |args: &[&str], why: &str| {
+        let bad = Command::new(PANTHEON)
+            .arg("calibrate")
+            .arg(d("t.csv"))
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert!(!bad.status.success() && err.contains(why), "{err}");
+    };
+    refused(
+        &["--hosts-from-report", &d("t.csv"), "--out", &d("c3")],
+        "states no net.ipv4.tcp_rmem",
     );
-
     // Only pt-host shells: the path is the search's.
-    let bad = Command::new(PANTHEON)
-        .args([
-            "calibrate",
-            &d("t.csv"),
-            "--hosts",
-            "mm-delay 3",
-            "--out",
-            &d("c2"),
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(
-        !bad.status.success() && err.contains("--hosts takes pt-host shells only"),
-        "{err}"
+    refused(
+        &["--hosts", "mm-delay 3", "--out", &d("c2")],
+        "--hosts takes pt-host shells only",
     );
 }

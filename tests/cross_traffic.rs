@@ -6,8 +6,10 @@
 //! its one-direction delay. Needs root and iperf3 (CI installs them).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
+
+mod common;
+use common::{pantheon, pantheon_status, refused_before_anything_runs, temp, Dir};
 
 /// Held by each test that runs: a real run's throughput is measured, so runs do not share the
 /// two cores.
@@ -16,24 +18,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// The link, Mbit/s each way, and the cross traffic on its uplink.
 const LINK_MBPS: f64 = 24.0;
 const CROSS_MBPS: f64 = 8.0;
-
-struct Dir(PathBuf);
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn pantheon(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "pantheon {args:?}:\n{text}");
-    text
-}
 
 /// What an mm-link log says of one direction: Mbit/s of the scheme's departures and of the
 /// cross traffic's, over `[from_ms, to_ms)`, and the count of cross arrivals.
@@ -190,16 +174,10 @@ fn cross_traffic_leaves_the_rest(
     data
 }
 
-fn temp_dir(tag: &str) -> Dir {
-    let dir = Dir(std::env::temp_dir().join(format!("pt-cross-{tag}-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    dir
-}
-
 #[test]
 fn constant_cross_traffic_leaves_a_cubic_flow_the_rest_of_the_link() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = temp_dir("local");
+    let dir = temp("cross-local");
     let path = flags_path(&dir.0);
     cross_traffic_leaves_the_rest(&dir, "local", "cubic", 20, &path);
 }
@@ -207,7 +185,7 @@ fn constant_cross_traffic_leaves_a_cubic_flow_the_rest_of_the_link() {
 #[test]
 fn constant_cross_traffic_leaves_the_rest_in_simulated_time_too() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = temp_dir("sim");
+    let dir = temp("cross-sim");
     let path = flags_path(&dir.0);
     cross_traffic_leaves_the_rest(&dir, "sim", "quic", 20, &path);
 }
@@ -218,7 +196,7 @@ fn constant_cross_traffic_leaves_the_rest_in_simulated_time_too() {
 #[test]
 fn an_ibox_profile_runs_with_its_cross_traffic_local_and_simulated() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = temp_dir("ibox");
+    let dir = temp("cross-ibox");
     let path = profile_path(&dir.0);
     for (mode, scheme) in [("local", "cubic"), ("sim", "quic")] {
         let data = cross_traffic_leaves_the_rest(&dir, mode, scheme, 15, &path);
@@ -235,49 +213,36 @@ fn an_ibox_profile_runs_with_its_cross_traffic_local_and_simulated() {
 /// A malformed profile names the file and the key.
 #[test]
 fn a_malformed_ibox_profile_names_file_and_key() {
-    let dir = temp_dir("bad");
+    let dir = temp("cross-bad");
     let file = dir.0.join("network-profile-2.json");
     std::fs::write(
         &file,
         PROFILE.replace("\"propagation_delay\": 20", "\"propagation_delay\": -3"),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
-        .args(["run", "local", "--schemes", "cubic", "--emulator"])
-        .arg(&file)
-        .arg("--data-dir")
-        .arg(dir.0.join("data"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        text.contains("network-profile-2.json: config.uplink.propagation_delay: `-3`"),
-        "{text}"
-    );
-    assert!(
-        !dir.0.join("data").exists(),
-        "a refused run created its directory"
+    refused_before_anything_runs(
+        "local",
+        &dir.0.join("data"),
+        &[(
+            vec!["--schemes", "cubic", "--emulator", file.to_str().unwrap()],
+            "network-profile-2.json: config.uplink.propagation_delay: `-3`",
+        )],
     );
 }
 
 /// A malformed rate is refused before anything runs, naming the flag and the value.
 #[test]
 fn a_malformed_cross_traffic_rate_is_named() {
-    let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
-        .args([
-            "shell",
-            "mm-link",
-            "/nonexistent.trace",
-            "/nonexistent.trace",
-            "--uplink-cross-traffic=8,fast",
-            "--",
-            "true",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let (code, text) = pantheon_status(&[
+        "shell",
+        "mm-link",
+        "/nonexistent.trace",
+        "/nonexistent.trace",
+        "--uplink-cross-traffic=8,fast",
+        "--",
+        "true",
+    ]);
+    assert_ne!(code, 0);
     assert!(
         text.contains("--uplink-cross-traffic") && text.contains("value 2 (`fast`)"),
         "{text}"

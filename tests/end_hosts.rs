@@ -4,7 +4,7 @@
 //! sender's namespace: `unacked` × `mss`, over its smoothed `rtt`), not as assumed from the
 //! cap — and the same flow with the machine's default buffers fills the link.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -15,12 +15,8 @@ const PREPEND: &str = "mm-delay 40";
 const CAP: &str = "pt-host sender tcp_wmem=4096,16384,131072";
 const RUNTIME_S: u64 = 20;
 
-struct Dir(PathBuf);
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::temp;
 
 /// What the kernel said of the bulk connection in one `ss -tim` sample: payload bytes in
 /// flight (`unacked` × `mss`), smoothed RTT (ms) and the send buffer's size (`tb`, bytes).
@@ -114,8 +110,7 @@ fn run(dir: &Path, name: &str, prepend: &str) -> (f64, Vec<Sample>) {
 
 #[test]
 fn a_send_buffer_below_the_bdp_holds_cubic_to_what_its_bytes_in_flight_allow() {
-    let dir = Dir(std::env::temp_dir().join(format!("pantheon-hosts-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = temp("hosts");
 
     let (capped, samples) = run(&dir.0, "capped", &format!("{PREPEND} {CAP}"));
     assert!(
