@@ -25,7 +25,8 @@
 //! `page`), and the receiver given `--transfers FILE` records every transfer. Transfers go
 //! **on one connection**, each on a bidirectional stream of its own — QUIC's way, as HTTP/3
 //! carries requests — so only the flow's first moment pays a handshake: the connection is set
-//! up when the sender starts, before the schedule's clock. A transfer's stream carries the
+//! up when the sender starts, on the schedule's clock (arrivals due while it connects start
+//! once it is up). A transfer's stream carries the
 //! header (`pantheon_workload::wire`) and the bytes; the receiver answers with one byte on it
 //! when the last byte is in. A page's objects go over at most `parallel` streams at once, the
 //! next object on a stream slot when the previous one is acknowledged.
@@ -193,6 +194,9 @@ async fn drain(incoming: quinn::Incoming) -> Result<()> {
 }
 
 async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
+    // The workload's clock starts before the handshake (arrivals due while connecting start
+    // once connected), so that what the sender starts is what the schedule drew for the run.
+    let workload = cli.workload.sender()?;
     let config = client_config(cli.factory()?, cli.settings())?;
     let mut endpoint = Endpoint::client(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))?;
     endpoint.set_default_client_config(config);
@@ -211,7 +215,7 @@ async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
         }
     };
     eprintln!("pantheon-quinn: sender: connected to {server}");
-    if let Some(w) = cli.workload.sender()? {
+    if let Some(w) = workload {
         return w.run(Quic(conn)).await;
     }
     let mut stream = conn.open_uni().await?;

@@ -72,6 +72,9 @@ pub struct SenderWorkload {
     seed: u64,
     until: Option<Duration>,
     record: Arc<Recorder>,
+    /// The schedule's clock origin: when the sender was given its workload (at its start,
+    /// before any connection), so that a slow handshake does not push arrivals past the run.
+    t0: tokio::time::Instant,
 }
 
 impl WorkloadArgs {
@@ -84,7 +87,9 @@ impl WorkloadArgs {
     }
 
     /// The sender's workload if `--workload` was given (`None`: full throttle); errors on a
-    /// spec that does not parse and without `--transfers`.
+    /// spec that does not parse and without `--transfers`. Its schedule's clock starts now:
+    /// call it when the sender starts, before connecting (arrivals due while a transport
+    /// connects start as soon as it is up).
     pub fn sender(&self) -> Result<Option<SenderWorkload>> {
         let Some(spec) = &self.workload else {
             return Ok(None);
@@ -98,6 +103,7 @@ impl WorkloadArgs {
             seed: self.seed,
             until: self.duration.map(Duration::from_secs_f64),
             record: Arc::new(Recorder::create(path, SENDER_HEADER)?),
+            t0: tokio::time::Instant::now(),
         }))
     }
 }
@@ -116,13 +122,14 @@ impl SenderWorkload {
             self.seed,
             self.until,
             self.record,
+            self.t0,
         )
         .await
     }
 }
 
-/// Runs `w`'s schedule drawn from `seed` over `transport`, recording each transfer's start in
-/// `record`; arrivals at or after `until` (the flow's time left in the run, the harness's
+/// Runs `w`'s schedule drawn from `seed` over `transport`, its clock starting at `t0`,
+/// recording each transfer's start in `record`; arrivals at or after `until` (the flow's time left in the run, the harness's
 /// `{duration}`) are not started, so that what the sender started is what the schedule drew
 /// for the run. Returns once the schedule ends (only `bytes=N`'s does) or `until` passes, and
 /// every transfer started is acknowledged; a failed transfer ends the program with status 1
@@ -134,6 +141,7 @@ pub async fn run_sender<T: Transport>(
     seed: u64,
     until: Option<Duration>,
     record: Arc<Recorder>,
+    t0: tokio::time::Instant,
 ) -> Result<()> {
     let parallel = match w {
         Workload::Bulk => bail!("bulk runs through the scheme's full-throttle command"),
@@ -149,7 +157,6 @@ pub async fn run_sender<T: Transport>(
         crate::fill_random(&mut b);
         b.into()
     };
-    let t0 = tokio::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for a in Schedule::new(w, seed) {
         let at = Duration::from_nanos(a.at_ns);
