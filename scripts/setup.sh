@@ -84,7 +84,7 @@ build_and_install() {
   cargo build --quiet --release --locked --workspace --bins ${PANTHEON_BUILD_FLAGS:-}
   local bins=() f
   for f in pantheon pantheon-agent pantheon-tunnel pantheon-quinn pantheon-quiche pantheon-ledbat \
-    pantheon-webrtc pantheon-tcp; do
+    pantheon-webrtc pantheon-tcp pantheon-guest-clock; do
     bins+=("$CARGO_TARGET_DIR/release/$f")
   done
   mkdir -p "$PANTHEON_PREFIX/bin" "$(dirname "$PANTHEON_MANIFEST")"

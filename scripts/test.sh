@@ -21,6 +21,10 @@ need_packages_not_started openssh-server munge slurmctld slurmd slurm-client
 # certificate and file).
 build_and_install
 pantheon schemes setup quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 tquic_copa ledbat
+# Vegas runs in a guest kernel (issue 51; tests/guest.rs): QEMU, busybox-static, kmod and cpio
+# from apt, Debian's linux-image-6.1.0-50-amd64 unpacked into ~/.cache/pantheon-rs/kernels and
+# booted once to choose KVM or TCG.
+pantheon schemes setup vegas
 # The source schemes (issue 28), cloned at their pins, verified, patched and built, from a
 # directory of git mirrors when the machine has one ($PANTHEON_SOURCE_MIRROR, else a `.mirror`
 # beside the checkout, else /work/.mirror), or over the network. One that cannot be had here

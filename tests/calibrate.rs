@@ -124,13 +124,28 @@ fn calibration_recovers_a_hidden_emulator() {
         (rate - 24.0).abs() <= 2.4,
         "rate {rate} not within 10 % of 24:\n{out}"
     );
+    // Cubic's and BBR's p95 delays pin the delay plus the full queue's drain time (30 + 60
+    // packets × 0.5 ms = 60 ms) more tightly than either alone: a search may trade a few ms of
+    // delay for queue along that ridge (CI once found 36 ms and 47 packets: 59.5 ms, 2.9 %).
     assert!(
-        delay.abs_diff(30) <= 5,
-        "delay {delay} not within 5 ms of 30:\n{out}"
+        delay.abs_diff(30) <= 6,
+        "delay {delay} not within 20 % of 30:\n{out}"
     );
     assert!(
         queue.abs_diff(60) <= 18,
         "queue {queue} not within 30 % of 60:\n{out}"
+    );
+    // Within 10 %: 6 ms is 12 packets at the right delay (stop 62's CI found 30 ms and 66
+    // packets, 63 ms; 3 % of Cubic's p95 is about 1 % of replication error, below the noise
+    // of 5-s runs).
+    let full_queue_ms = delay as f64 + queue as f64 * 1500.0 * 8.0 / (rate * 1e3);
+    eprintln!(
+        "found {rate} Mbit/s, {delay} ms, {queue} packets, loss {loss}: delay + full queue \
+         {full_queue_ms:.1} ms, replication error {error:.2} %"
+    );
+    assert!(
+        (full_queue_ms - 60.0).abs() <= 6.0,
+        "delay + full queue {full_queue_ms:.1} ms not within 10 % of 60:\n{out}"
     );
     assert!(
         loss <= 0.001,
@@ -243,7 +258,7 @@ fn known_end_hosts_ride_on_every_candidate_and_on_the_result() {
     let hosts = "pt-host sender tcp_wmem=4096,16384,131072";
     // A search of `evals` evaluations within given bounds, `extra` added.
     let target = d("t.csv");
-    let bounded = |evals: &str, extra: &[&str]| {
+    let bounded_args = |evals: &str, extra: &[&str]| {
         let mut args = vec![
             "calibrate",
             &target,
@@ -269,7 +284,11 @@ fn known_end_hosts_ride_on_every_candidate_and_on_the_result() {
             "0,0.01",
         ];
         args.extend_from_slice(extra);
-        pantheon(&args)
+        args.into_iter().map(str::to_owned).collect::<Vec<String>>()
+    };
+    let bounded = |evals: &str, extra: &[&str]| {
+        let args = bounded_args(evals, extra);
+        pantheon(&args.iter().map(String::as_str).collect::<Vec<_>>())
     };
     let out = bounded("2", &["--hosts", hosts, "--keep-runs", "--out", &d("cal")]);
     let cal = dir.path().join("cal");
@@ -332,5 +351,185 @@ fn known_end_hosts_ride_on_every_candidate_and_on_the_result() {
     refused(
         &["--hosts", "mm-delay 3", "--out", &d("c2")],
         "--hosts takes pt-host shells only",
+    );
+    // Resuming the first search without its end hosts would mix two searches' figures.
+    let other_hosts = Command::new(PANTHEON)
+        .args(bounded_args("3", &["--out", &d("cal")]))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&other_hosts.stderr);
+    assert!(
+        !other_hosts.status.success()
+            && err.contains(&format!("started with hosts = \"{hosts}\", now \"\"")),
+        "{err}"
+    );
+}
+
+/// Cross traffic as a fifth parameter (`--cross-traffic LOW,HIGH`), in simulated time: the
+/// target is QUIC Cubic and NewReno over 24 Mbit/s with 8 Mbit/s of other users' traffic
+/// (30 ms, 60 packets). Given the link's rate (as a capacity measured by other means fixes
+/// it), the search recovers the cross traffic; left free, it recovers the capacity the cross
+/// traffic leaves (rate − cross ≈ 16 Mbit/s) — how that splits into a faster link with
+/// cross traffic or a slower one without is not told apart by loss-based schemes' median
+/// throughput and p95 delay (both fill the queue; a 16 Mbit/s link with 40 packets has the
+/// same queueing delay as 24 Mbit/s with 60 packets a third of which are cross traffic).
+/// Measured by hand: rate known, 8.03 Mbit/s of cross traffic at 0.3 %; free, 23.42 Mbit/s with
+/// 7.02 of cross traffic (16.4 left) at 1.8 %.
+#[test]
+fn calibration_recovers_hidden_cross_traffic() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).display().to_string();
+    pantheon(&["trace", "constant", "24", "-o", &d("24mbps.trace")]);
+    let schemes = "quic quic_newreno";
+    pantheon(&[
+        "run",
+        "sim",
+        "--schemes",
+        schemes,
+        "--runtime",
+        "5",
+        "--uplink-trace",
+        &d("24mbps.trace"),
+        "--downlink-trace",
+        &d("24mbps.trace"),
+        "--prepend-mm-cmds",
+        "mm-delay 30",
+        "--extra-mm-link-args",
+        "--uplink-queue=droptail --uplink-queue-args=packets=60 --uplink-cross-traffic=8",
+        "--data-dir",
+        &d("target"),
+    ]);
+    let calibrate = |out: &str, extra: &[&str]| {
+        let target = d("target");
+        let out = d(out);
+        let mut args = vec![
+            "calibrate",
+            &target,
+            "--simulate",
+            "--schemes",
+            schemes,
+            "--runtime",
+            "5",
+            "--delivery",
+            "constant",
+            "--max-evals",
+            "50",
+            "--initial-evals",
+            "10",
+            "--cross-traffic",
+            "0,12",
+            "--delay-ms",
+            "26,32",
+            "--loss",
+            "0,0.01",
+            "--seed",
+            "1",
+            "--out",
+            &out,
+        ];
+        args.extend_from_slice(extra);
+        let text = pantheon(&args);
+        let summary = read_json(&Path::new(&out).join("calibration.json"));
+        let best = &summary["outcome"]["best"];
+        let error = summary["outcome"]["error_pct"].as_f64().unwrap();
+        let rate = best["rate_mbps"].as_f64().unwrap();
+        let cross = best["cross_mbps"].as_f64().unwrap_or(0.0);
+        (error, rate, cross, text)
+    };
+    let (error, rate, cross, out) = calibrate("known-rate", &["--rate-mbps", "23.9,24.1"]);
+    assert!(error <= 5.0, "replication error {error} %:\n{out}");
+    assert!(
+        (cross - 8.0).abs() <= 1.0,
+        "cross traffic {cross} Mbit/s at rate {rate}, hidden 8:\n{out}"
+    );
+    assert!(
+        out.contains("cross traffic"),
+        "the best emulator says it has cross traffic:\n{out}"
+    );
+    let (error, rate, cross, out) = calibrate("free", &[]);
+    assert!(error <= 5.0, "replication error {error} %:\n{out}");
+    assert!(
+        (rate - cross - 16.0).abs() <= 1.6,
+        "{rate} Mbit/s with {cross} Mbit/s of cross traffic leaves {}, hidden 16:\n{out}",
+        rate - cross
+    );
+}
+
+/// End hosts as a searched parameter (`--host-buffers LOW,HIGH`): a Cubic flow over 100 Mbit/s
+/// with 40 ms each way and a deep queue, held by hidden end hosts whose TCP buffers stop at
+/// 512 KiB (≈ 30 Mbit/s: the flow neither loses nor queues). With the network's four parameters
+/// bounded near the hidden ones, the search finds the buffer. Measured by hand: 537 KiB at
+/// 4.1 % (seed 1), 528 KiB at 1.4 % (seed 2); before suggestions already measured were
+/// replaced, the same search measured one candidate five times and stopped at 585 KiB, 9.9 %.
+#[test]
+fn calibration_recovers_hidden_end_host_buffers() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).display().to_string();
+    pantheon(&["trace", "constant", "100", "-o", &d("100mbps.trace")]);
+    pantheon(&[
+        "run",
+        "local",
+        "--schemes",
+        "cubic",
+        "--runtime",
+        "5",
+        "--uplink-trace",
+        &d("100mbps.trace"),
+        "--downlink-trace",
+        &d("100mbps.trace"),
+        "--prepend-mm-cmds",
+        "pt-host both tcp_rmem=4096,87380,524288 tcp_wmem=4096,16384,524288 mm-delay 40",
+        "--extra-mm-link-args",
+        "--uplink-queue=droptail --uplink-queue-args=packets=500",
+        "--data-dir",
+        &d("target"),
+    ]);
+    let out = pantheon(&[
+        "calibrate",
+        &d("target"),
+        "--schemes",
+        "cubic",
+        "--runtime",
+        "5",
+        "--delivery",
+        "constant",
+        "--max-evals",
+        "8",
+        "--initial-evals",
+        "4",
+        "--confirm",
+        "1",
+        "--rate-mbps",
+        "99,101",
+        "--delay-ms",
+        "39,41",
+        "--queue-packets",
+        "480,520",
+        "--loss",
+        "0,0.0001",
+        "--host-buffers",
+        "131072,16777216",
+        "--out",
+        &d("cal"),
+    ]);
+    let summary = read_json(&dir.path().join("cal/calibration.json"));
+    let error = summary["outcome"]["error_pct"].as_f64().unwrap();
+    let bytes = summary["outcome"]["best"]["host_buffer_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(error <= 10.0, "replication error {error} %:\n{out}");
+    assert!(
+        (512 << 10) * 2 / 3 <= bytes && bytes <= (512 << 10) * 3 / 2,
+        "host buffers {bytes} bytes, hidden 524288:\n{out}"
+    );
+    let preset = read_json(&dir.path().join("cal/emulator.json"));
+    assert!(
+        preset["prepend"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("pt-host both tcp_rmem=4096,87380,{bytes}")),
+        "{preset}"
     );
 }

@@ -2,8 +2,10 @@
 //! issue 50): a constant X Mbit/s of other users' packets on an R Mbit/s link leaves a Cubic
 //! flow about R − X, in a real run (kernel Cubic through the tunnel) and in simulated time
 //! (QUIC Cubic); the cross packets are in the link log, marked (`c+`, `c-`), and in none of the
-//! scheme's figures. An iBoxNet network profile runs as an emulator, with its cross traffic and
-//! its one-direction delay. Needs root and iperf3 (CI installs them).
+//! scheme's figures. A reactive cross flow (Reno, in the emulator) takes a share and leaves the
+//! rest. An iBoxNet network profile runs as an emulator, with its cross traffic and its
+//! one-direction delay; the published set's format imports into the emulator library. Needs
+//! root and iperf3 (CI installs them).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -208,6 +210,122 @@ fn an_ibox_profile_runs_with_its_cross_traffic_local_and_simulated() {
         let meta = std::fs::read_to_string(data.join("pantheon_metadata.json")).unwrap();
         assert!(meta.contains("pt-delay uplink 20"), "{meta}");
     }
+}
+
+/// A reactive cross flow (`--uplink-cross-flows=1,40`: one Reno flow, 40 ms round trip beyond
+/// the link) and a Cubic flow share 24 Mbit/s: together they fill it, the cross flow takes a
+/// real share (it backs off, so not all of it; it is not a fixed rate), and the scheme's own
+/// figures are what is left — in a real run and in simulated time. Measured by hand: 13.4 +
+/// 10.7 Mbit/s locally (kernel Cubic), 13.5 + 10.6 simulated (QUIC Cubic).
+#[test]
+fn a_reactive_cross_flow_shares_the_link_local_and_simulated() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp("cross-reactive");
+    let mut path = flags_path(&dir.0);
+    let at = path.args.len() - 1;
+    path.args[at] = "--uplink-cross-flows=1,40 --uplink-queue=droptail \
+                     --uplink-queue-args=packets=150"
+        .into();
+    for (mode, scheme) in [("local", "cubic"), ("sim", "quic")] {
+        let data = dir.0.join(format!("data-{mode}"));
+        let mut args: Vec<&str> = vec!["run", mode, "--schemes", scheme, "--runtime", "20"];
+        args.extend(path.args.iter().map(String::as_str));
+        let d = data.display().to_string();
+        args.extend(["--data-dir", &d]);
+        pantheon(&args);
+        let late = link_figures(
+            &data.join(format!("{scheme}_mm_datalink_run1.log")),
+            5_000,
+            19_500,
+        );
+        let delivered = late.scheme_mbps + late.cross_mbps;
+        assert!(
+            (0.9 * LINK_MBPS..=1.01 * LINK_MBPS).contains(&delivered),
+            "{mode}: {:.2} scheme + {:.2} cross",
+            late.scheme_mbps,
+            late.cross_mbps
+        );
+        assert!(
+            (0.2 * LINK_MBPS..=0.7 * LINK_MBPS).contains(&late.cross_mbps),
+            "{mode}: the cross flow delivered {:.2} Mbit/s",
+            late.cross_mbps
+        );
+        let tput = run_figure(&data, scheme, "tput");
+        let left = LINK_MBPS - late.cross_mbps;
+        assert!(
+            (0.8 * left..=1.05 * left).contains(&tput),
+            "{mode}: {scheme} got {tput:.2} Mbit/s where the cross flow left {left:.2}"
+        );
+    }
+}
+
+/// `pantheon emulators import DIR` makes a tree of profiles (the published layout) presets in
+/// the library: a malformed one is refused naming file and key (exit status 1) and the rest
+/// imported; `pantheon emulators --country C` lists them; `--emulator NAME` runs one (here in
+/// simulated time) with its cross traffic in the link log.
+#[test]
+fn profiles_import_into_the_library_list_by_country_and_run_by_name() {
+    let dir = temp("ibox-library");
+    let tree = dir.0.join("network-profiles/testland/cellular");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("network-profile-1.json"), PROFILE).unwrap();
+    std::fs::write(
+        tree.join("network-profile-2.json"),
+        PROFILE.replace(
+            "\"bottleneck_bandwidth\": 12000",
+            "\"bottleneck_bandwidth\": \"fast\"",
+        ),
+    )
+    .unwrap();
+    let library = dir.0.join("library");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pantheon"))
+            .args(args)
+            .env("PANTHEON_EMULATORS_HOME", &library)
+            .output()
+            .unwrap();
+        (out.status.code(), common::text(&out))
+    };
+    let (code, out) = run(&[
+        "emulators",
+        "import",
+        dir.0.join("network-profiles").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("imported 1 iBoxNet profiles"), "{out}");
+    assert!(
+        out.contains("network-profile-2.json: config.uplink.bottleneck_bandwidth: `\"fast\"`"),
+        "{out}"
+    );
+    let (code, out) = run(&["emulators", "--country", "testland", "--names"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.starts_with("ibox-testland-cellular-1\n"), "{out}");
+    assert!(out.contains("1 emulators shown of"), "{out}");
+    let (_, out) = run(&["emulators", "--country", "elsewhere", "--names"]);
+    assert!(
+        out.starts_with("\n0 emulators shown"),
+        "nothing on stdout: {out}"
+    );
+    let data = dir.0.join("data");
+    let (code, out) = run(&[
+        "run",
+        "sim",
+        "--schemes",
+        "quic",
+        "--runtime",
+        "5",
+        "--emulator",
+        "ibox-testland-cellular-1",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    let log = link_figures(&data.join("quic_mm_datalink_run1.log"), 0, 5000);
+    assert!(
+        log.cross_arrivals > 1000,
+        "{} cross arrivals",
+        log.cross_arrivals
+    );
 }
 
 /// A malformed profile names the file and the key.

@@ -366,3 +366,44 @@ fn a_sweep_runs_in_simulated_time() {
         "{text}"
     );
 }
+
+/// `pantheon analyze --stats-only` (issue 53) writes the figures — each run's stats log,
+/// `pantheon_perf.json`, the summary — and no plot or report; the figures are the full
+/// analysis's.
+#[test]
+fn stats_only_analysis_writes_the_figures_and_no_plot() {
+    let dir = temp("stats-only");
+    let data = sim(&dir.0, "data", "quic", 12, "mm-delay 10", 1);
+    let perf = std::fs::read(data.join("pantheon_perf.json")).unwrap();
+    let drawn = |d: &Path| {
+        std::fs::read_dir(d)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| {
+                [".png", ".pdf", ".html", ".svg"]
+                    .iter()
+                    .any(|x| n.ends_with(x))
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(!drawn(&data).is_empty(), "the run's own analysis draws");
+    for f in drawn(&data) {
+        std::fs::remove_file(data.join(f)).unwrap();
+    }
+    for f in [
+        "pantheon_perf.json",
+        "pantheon_summary.md",
+        "quic_stats_run1.log",
+    ] {
+        std::fs::remove_file(data.join(f)).unwrap();
+    }
+    let out = pantheon(&["analyze", "--stats-only", data.to_str().unwrap()]);
+    assert!(out.contains("| quic |"), "{out}");
+    assert!(data.join("quic_stats_run1.log").is_file());
+    assert!(data.join("pantheon_summary.md").is_file());
+    assert_eq!(
+        std::fs::read(data.join("pantheon_perf.json")).unwrap(),
+        perf
+    );
+    assert_eq!(drawn(&data), Vec::<String>::new());
+}

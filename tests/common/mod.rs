@@ -203,3 +203,27 @@ pub fn iperf3_pids() -> Vec<u32> {
         })
         .collect()
 }
+
+/// `(sent, arrived)` of every datalink packet of run 1, flow 1 of `scheme` in `data` that
+/// crossed the path, ms since the Unix epoch on the host's clock: from the tunnel's two logs
+/// (the sender side's egress, the receiver side's ingress), matched by packet uid.
+pub fn crossed_packets(data: &Path, scheme: &str) -> Vec<(f64, f64)> {
+    let log = |kind: &str| {
+        let f = data.join(format!("{scheme}_datalink_run1_flow1.{kind}.ptlog"));
+        tunnel::log::read_log(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+    };
+    let ms = |l: &tunnel::log::LogFile, t_ns: u64| {
+        (l.header.base_realtime_ns as f64 + t_ns as f64) / 1e6
+    };
+    let (sent, arrived) = (log("egress"), log("ingress"));
+    let sent_at: std::collections::HashMap<u64, f64> = sent
+        .records
+        .iter()
+        .map(|r| (r.uid, ms(&sent, r.t_ns)))
+        .collect();
+    arrived
+        .records
+        .iter()
+        .filter_map(|r| Some((*sent_at.get(&r.uid)?, ms(&arrived, r.t_ns))))
+        .collect()
+}

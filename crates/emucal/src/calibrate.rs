@@ -45,9 +45,14 @@ use ndarray::{Array2, Axis};
 
 use analyzer::stats::median;
 
+use crate::cross::CrossTraffic;
 use crate::emulator::Emulator;
+use crate::host::{HostLimits, HostSide, TcpMem};
 use crate::mm::{Delivery, LinkDirection, LinkShell, Shell};
 use crate::queue::QueueSpec;
+
+/// The smallest end-host buffer searched, bytes (64 KiB: a window of 44 full packets).
+pub const MIN_HOST_BUFFER: u64 = 64 << 10;
 
 /// Errors of the calibration model and search.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -86,6 +91,23 @@ pub struct Candidate {
         deserialize_with = "delivery_from_name"
     )]
     pub delivery: Delivery,
+    /// Non-reactive cross traffic on the uplink, Mbit/s (`--uplink-cross-traffic`,
+    /// [`crate::cross`]); 0 = none. Searched only when [`Bounds::cross_mbps`] is given.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cross_mbps: f64,
+    /// The end hosts' TCP buffer maximum, bytes: `pt-host both` with `tcp_rmem` and `tcp_wmem`
+    /// up to it ([`Candidate::host_shell`]); 0 = the machine's own. Searched only when
+    /// [`Bounds::host_buffer_bytes`] is given.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub host_buffer_bytes: u64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+fn is_zero_u64(x: &u64) -> bool {
+    *x == 0
 }
 
 fn delivery_name<S: serde::Serializer>(d: &Delivery, s: S) -> Result<S::Ok, S::Error> {
@@ -120,11 +142,12 @@ impl Candidate {
     /// This candidate as an emulator with `trace` (a constant trace of `rate_mbps`) both ways:
     /// `mm-delay D`, with loss `mm-loss uplink L` (L to six decimals, the search's resolution),
     /// then `mm-link` with the uplink DropTail and, for Poisson deliveries, Poisson deliveries
-    /// both ways.
+    /// both ways, and cross traffic on the uplink at `cross_mbps` (to 0.001 Mbit/s) if any.
     pub fn emulator(&self, trace: &Path) -> Emulator {
-        let mut shells = vec![Shell::Delay {
+        let mut shells: Vec<Shell> = self.host_shell().into_iter().collect();
+        shells.push(Shell::Delay {
             ms: self.delay_ms.into(),
-        }];
+        });
         if self.loss > 0.0 {
             shells.push(Shell::Loss {
                 direction: LinkDirection::Uplink,
@@ -135,20 +158,50 @@ impl Candidate {
         link.uplink_queue = QueueSpec::droptail_packets(self.queue_packets.into());
         link.uplink_delivery = self.delivery;
         link.downlink_delivery = self.delivery;
+        if self.cross_mbps > 0.0 {
+            link.uplink_cross = CrossTraffic::constant((self.cross_mbps * 1e3).round() / 1e3).ok();
+        }
         shells.push(Shell::Link(Box::new(link)));
         Emulator::new(shells)
     }
 
-    /// One-line description: `24.00 Mbit/s constant, 30 ms, 60 packets, loss 0.5000 %`.
+    /// Its end hosts, when it sets them: `pt-host both tcp_rmem=4096,D,B tcp_wmem=4096,D',B`
+    /// with B = `host_buffer_bytes` and Linux's defaults as the defaults (87 380 and 16 384
+    /// bytes, or B if smaller).
+    pub fn host_shell(&self) -> Option<Shell> {
+        let max = self.host_buffer_bytes;
+        let mem = |default: u64| TcpMem {
+            min: 4096.min(max),
+            default: default.min(max),
+            max,
+        };
+        (max > 0).then(|| Shell::Host {
+            side: HostSide::Both,
+            limits: HostLimits {
+                tcp_rmem: Some(mem(87_380)),
+                tcp_wmem: Some(mem(16_384)),
+            },
+        })
+    }
+
+    /// One-line description: `24.00 Mbit/s constant, 30 ms, 60 packets, loss 0.5000 %`, and
+    /// `, cross traffic 8.00 Mbit/s`, `, host buffers 2048 KiB` when it has them.
     pub fn describe(&self) -> String {
-        format!(
+        let mut s = format!(
             "{:.2} Mbit/s {}, {} ms, {} packets, loss {:.4} %",
             self.rate_mbps,
             delivery_str(self.delivery),
             self.delay_ms,
             self.queue_packets,
             self.loss * 100.0
-        )
+        );
+        if self.cross_mbps > 0.0 {
+            let _ = write!(s, ", cross traffic {:.2} Mbit/s", self.cross_mbps);
+        }
+        if self.host_buffer_bytes > 0 {
+            let _ = write!(s, ", host buffers {} KiB", self.host_buffer_bytes / 1024);
+        }
+        s
     }
 }
 
@@ -169,6 +222,14 @@ pub struct Bounds {
     pub queue_packets: (u32, u32),
     /// Uplink loss rate, fraction.
     pub loss: (f64, f64),
+    /// Uplink cross traffic, Mbit/s: a fifth dimension when given; `None`: none searched
+    /// (every candidate without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_mbps: Option<(f64, f64)>,
+    /// End hosts' TCP buffer maximum, bytes, searched on a log₂ scale when given; `None`: the
+    /// machine's own (or `--hosts`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_buffer_bytes: Option<(u64, u64)>,
 }
 
 /// What a target path's runs show, the inputs of [`Bounds::from_observations`]; one value per
@@ -208,6 +269,8 @@ impl Bounds {
             delay_ms: (0, (2.0 * min_delay).ceil().max(1.0) as u32),
             queue_packets: (10, ((1.5 * in_flight).ceil() as u32).max(11)),
             loss: (0.0, (4.0 * loss_med).clamp(0.1, 0.5)),
+            cross_mbps: None,
+            host_buffer_bytes: None,
         };
         b.check()?;
         Ok(b)
@@ -234,18 +297,61 @@ impl Bounds {
         if !(l0.is_finite() && l1.is_finite() && 0.0 <= l0 && l0 < l1 && l1 < 1.0) {
             return bad(format!("loss {l0}–{l1}: need 0 ≤ low < high < 1"));
         }
+        if let Some((c0, c1)) = self.cross_mbps {
+            if !(c0.is_finite() && c1.is_finite() && 0.0 <= c0 && c0 < c1 && c1 < r1) {
+                return bad(format!(
+                    "cross traffic {c0}–{c1} Mbit/s: need 0 ≤ low < high < the highest rate"
+                ));
+            }
+        }
+        if let Some((h0, h1)) = self.host_buffer_bytes {
+            if !(MIN_HOST_BUFFER <= h0 && h0 < h1) {
+                return bad(format!(
+                    "host buffers {h0}–{h1} bytes: need {MIN_HOST_BUFFER} ≤ low < high"
+                ));
+            }
+        }
         Ok(())
     }
 
-    /// The bounds in the optimiser's coordinates: rate, delay (int), queue (int), √loss.
+    /// The bounds in the optimiser's coordinates: rate, delay (int), queue (int), √loss, and
+    /// cross traffic when searched.
     #[cfg(feature = "search")]
     fn xtypes(&self) -> Vec<XType> {
-        vec![
+        let mut x = vec![
             XType::Float(self.rate_mbps.0, self.rate_mbps.1),
             XType::Int(self.delay_ms.0 as i32, self.delay_ms.1 as i32),
             XType::Int(self.queue_packets.0 as i32, self.queue_packets.1 as i32),
             XType::Float(self.loss.0.sqrt(), self.loss.1.sqrt()),
-        ]
+        ];
+        if let Some((c0, c1)) = self.cross_mbps {
+            x.push(XType::Float(c0, c1));
+        }
+        if let Some((h0, h1)) = self.host_buffer_bytes {
+            x.push(XType::Float((h0 as f64).log2(), (h1 as f64).log2()));
+        }
+        x
+    }
+
+    /// Each dimension's range in the optimiser's coordinates ([`Bounds::xtypes`]' order).
+    #[cfg(feature = "search")]
+    fn limits(&self) -> Vec<[f64; 2]> {
+        let mut l = vec![
+            [self.rate_mbps.0, self.rate_mbps.1],
+            [f64::from(self.delay_ms.0), f64::from(self.delay_ms.1)],
+            [
+                f64::from(self.queue_packets.0),
+                f64::from(self.queue_packets.1),
+            ],
+            [self.loss.0.sqrt(), self.loss.1.sqrt()],
+        ];
+        if let Some((c0, c1)) = self.cross_mbps {
+            l.push([c0, c1]);
+        }
+        if let Some((h0, h1)) = self.host_buffer_bytes {
+            l.push([(h0 as f64).log2(), (h1 as f64).log2()]);
+        }
+        l
     }
 
     /// `c` moved inside the bounds (a resumed log or a heuristic guess may lie outside).
@@ -259,6 +365,16 @@ impl Bounds {
             // Loss in steps of 10⁻⁶ (a tiny float would print as `mm-loss uplink 0`).
             loss: (c.loss.clamp(self.loss.0, self.loss.1) * 1e6).round() / 1e6,
             delivery: c.delivery,
+            // Cross traffic in 0.01 Mbit/s steps, as the rate.
+            cross_mbps: match self.cross_mbps {
+                Some((c0, c1)) => (c.cross_mbps.clamp(c0, c1) * 100.0).round() / 100.0,
+                None => 0.0,
+            },
+            // Buffers in whole KiB.
+            host_buffer_bytes: match self.host_buffer_bytes {
+                Some((h0, h1)) => c.host_buffer_bytes.clamp(h0, h1).div_ceil(1024) * 1024,
+                None => 0,
+            },
         }
     }
 }
@@ -268,24 +384,47 @@ fn round_rate(mbps: f64) -> f64 {
     ((mbps * 100.0).round() / 100.0).max(0.01)
 }
 
+/// `c` in the optimiser's coordinates within `b` ([`Bounds::xtypes`]).
 #[cfg(feature = "search")]
-fn to_x(c: &Candidate) -> [f64; 4] {
-    [
+fn to_x(c: &Candidate, b: &Bounds) -> Vec<f64> {
+    let mut x = vec![
         c.rate_mbps,
         f64::from(c.delay_ms),
         f64::from(c.queue_packets),
         c.loss.sqrt(),
-    ]
+    ];
+    if b.cross_mbps.is_some() {
+        x.push(c.cross_mbps);
+    }
+    if let Some((_, h1)) = b.host_buffer_bytes {
+        // A candidate of an earlier log without buffers ran with the machine's: large.
+        let bytes = if c.host_buffer_bytes > 0 {
+            c.host_buffer_bytes
+        } else {
+            h1
+        };
+        x.push((bytes as f64).log2());
+    }
+    x
 }
 
 #[cfg(feature = "search")]
 fn from_x(x: &[f64], delivery: Delivery, b: &Bounds) -> Candidate {
+    let mut optional = x[4..].iter().copied();
+    // Each optional dimension takes the next coordinate only if it is searched.
+    let cross_mbps = b.cross_mbps.and_then(|_| optional.next()).unwrap_or(0.0);
+    let host_buffer_bytes = b
+        .host_buffer_bytes
+        .and_then(|_| optional.next())
+        .map_or(0, |l| l.exp2().round() as u64);
     b.clamp(Candidate {
         rate_mbps: x[0],
         delay_ms: x[1].round().max(0.0) as u32,
         queue_packets: x[2].round().max(1.0) as u32,
         loss: x[3].max(0.0).powi(2),
         delivery,
+        cross_mbps,
+        host_buffer_bytes,
     })
 }
 
@@ -309,8 +448,10 @@ pub struct Evaluation {
 impl Evaluation {
     /// The search-log line: Pantheon's `bw=…,delay=…,uplink_queue=…,tput_loss=…,delay_loss=…,
     /// overall_loss=…` (its `parse_search_log.py` reads these keys), then ours: `uplink_loss`,
-    /// `delivery`, `<scheme>.tput`, `<scheme>.delay` and, for a failed evaluation, `failed`
-    /// (commas in the reason become semicolons). No trailing newline.
+    /// `delivery`, `uplink_cross` (Mbit/s, when not 0), `host_buffer` (bytes, when set),
+    /// `<scheme>.tput`, `<scheme>.delay` and,
+    /// for a failed evaluation, `failed` (commas in the reason become semicolons). No trailing
+    /// newline.
     pub fn to_line(&self) -> String {
         let c = &self.candidate;
         let mut s = format!(
@@ -321,6 +462,12 @@ impl Evaluation {
             fmt_loss(c.loss),
             delivery_str(c.delivery)
         );
+        if c.cross_mbps > 0.0 {
+            let _ = write!(s, ",uplink_cross={:.2}", c.cross_mbps);
+        }
+        if c.host_buffer_bytes > 0 {
+            let _ = write!(s, ",host_buffer={}", c.host_buffer_bytes);
+        }
         for (k, v) in [
             ("tput_loss", self.tput_error_pct),
             ("delay_loss", self.delay_error_pct),
@@ -375,6 +522,8 @@ impl Evaluation {
             queue_packets: num("uplink_queue")? as u32,
             loss: opt("uplink_loss")?.unwrap_or(0.0),
             delivery,
+            cross_mbps: opt("uplink_cross")?.unwrap_or(0.0),
+            host_buffer_bytes: opt("host_buffer")?.unwrap_or(0.0) as u64,
         };
         let mut schemes = BTreeMap::new();
         for k in fields.keys() {
@@ -402,7 +551,7 @@ pub struct Search {
     delivery: Delivery,
     seed: u64,
     service: EgorServiceApi<MixintGpMixtureParams>,
-    x: Vec<[f64; 4]>,
+    x: Vec<Vec<f64>>,
     y: Vec<f64>,
 }
 
@@ -454,18 +603,7 @@ impl Search {
         if n == 0 {
             return Vec::new();
         }
-        let limits = ndarray::arr2(&[
-            [self.bounds.rate_mbps.0, self.bounds.rate_mbps.1],
-            [
-                f64::from(self.bounds.delay_ms.0),
-                f64::from(self.bounds.delay_ms.1),
-            ],
-            [
-                f64::from(self.bounds.queue_packets.0),
-                f64::from(self.bounds.queue_packets.1),
-            ],
-            [self.bounds.loss.0.sqrt(), self.bounds.loss.1.sqrt()],
-        ]);
+        let limits = ndarray::arr2(&self.bounds.limits());
         // egobox-doe's Lhs never returns from a sample of one point (`--max-evals 1` spun
         // forever): draw two and keep the first.
         let lhs = Lhs::new(&limits)
@@ -485,9 +623,23 @@ impl Search {
         out
     }
 
+    /// A point of the space drawn at random (seeded by the search's seed, the evaluations told
+    /// and `k`): what the search measures instead of a suggestion already measured — the
+    /// surrogate expects no improvement there, and the same candidate again would teach it
+    /// nothing (the `--confirm` phase measures the best again, with other seeds).
+    pub fn explore(&self, k: u64) -> Candidate {
+        use egobox_doe::{Lhs, SamplingMethod};
+        use rand_xoshiro::rand_core::SeedableRng;
+        let draw = self.seed ^ (self.told() as u64 + k + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let lhs = Lhs::new(&ndarray::arr2(&self.bounds.limits()))
+            .with_rng(rand_xoshiro::Xoshiro256Plus::seed_from_u64(draw))
+            .sample(2);
+        from_x(&lhs.row(0).to_vec(), self.delivery, &self.bounds)
+    }
+
     /// Records a measured candidate; `error_pct` `None` = the evaluation failed.
     pub fn tell(&mut self, c: &Candidate, error_pct: Option<f64>) {
-        self.x.push(to_x(c));
+        self.x.push(to_x(c, &self.bounds));
         self.y.push(error_pct.unwrap_or(f64::NAN));
     }
 
@@ -508,7 +660,8 @@ impl Search {
         let Some(worst) = worst else {
             return Vec::new();
         };
-        let x = Array2::from_shape_fn((self.x.len(), 4), |(i, j)| self.x[i][j]);
+        let dims = self.bounds.limits().len();
+        let x = Array2::from_shape_fn((self.x.len(), dims), |(i, j)| self.x[i][j]);
         let y = Array2::from_shape_fn((self.y.len(), 1), |(i, _)| {
             let v = self.y[i];
             if v.is_finite() {
@@ -528,6 +681,18 @@ impl Search {
 mod tests {
     use super::*;
 
+    /// The search space of the tests around [`hidden`]: the four network parameters only.
+    fn four_parameters() -> Bounds {
+        Bounds {
+            rate_mbps: (12.0, 48.0),
+            delay_ms: (0, 61),
+            queue_packets: (10, 270),
+            loss: (0.0, 0.1),
+            cross_mbps: None,
+            host_buffer_bytes: None,
+        }
+    }
+
     fn hidden() -> Candidate {
         Candidate {
             rate_mbps: 24.0,
@@ -535,6 +700,8 @@ mod tests {
             queue_packets: 60,
             loss: 0.005,
             delivery: Delivery::Trace,
+            cross_mbps: 0.0,
+            host_buffer_bytes: 0,
         }
     }
 
@@ -602,6 +769,131 @@ mod tests {
         ));
     }
 
+    /// `c` measured with 1 % of every error and no per-scheme figures.
+    fn scored_one_pct(c: Candidate) -> Evaluation {
+        Evaluation {
+            candidate: c,
+            tput_error_pct: Some(1.0),
+            delay_error_pct: Some(1.0),
+            overall_error_pct: Some(1.0),
+            schemes: BTreeMap::new(),
+            failure: None,
+        }
+    }
+
+    /// A candidate with cross traffic carries it on its mm-link's uplink, says so, and its
+    /// search-log line reads back; the bounds refuse cross traffic above the rates searched.
+    #[test]
+    fn cross_traffic_is_a_fifth_parameter_when_searched() {
+        let c = Candidate {
+            cross_mbps: 8.0,
+            ..hidden()
+        };
+        let f = c.emulator(Path::new("t")).pantheon_flags().unwrap();
+        assert!(
+            f.extra_mm_link_args.ends_with("--uplink-cross-traffic=8"),
+            "{}",
+            f.extra_mm_link_args
+        );
+        assert!(c.describe().ends_with(", cross traffic 8.00 Mbit/s"));
+        let e = scored_one_pct(c);
+        assert!(
+            e.to_line().contains(",uplink_cross=8.00,"),
+            "{}",
+            e.to_line()
+        );
+        assert_eq!(Evaluation::parse_line(&e.to_line(), 1).unwrap(), e);
+        let mut b = four_parameters();
+        assert_eq!(b.clamp(c).cross_mbps, 0.0, "not searched: none");
+        b.cross_mbps = Some((0.0, 20.0));
+        assert_eq!(
+            b.clamp(Candidate {
+                cross_mbps: 31.0,
+                ..c
+            })
+            .cross_mbps,
+            20.0
+        );
+        b.cross_mbps = Some((0.0, 50.0));
+        assert!(b
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("cross traffic 0–50"));
+    }
+
+    /// A candidate with end-host buffers carries them as a `pt-host` shell first; its log line
+    /// reads back; in the optimiser's coordinates (log₂ bytes, after cross traffic) it maps
+    /// back to itself.
+    #[test]
+    fn host_buffers_are_a_parameter_when_searched() {
+        let c = Candidate {
+            host_buffer_bytes: 2 << 20,
+            cross_mbps: 4.0,
+            ..hidden()
+        };
+        let f = c.emulator(Path::new("t")).pantheon_flags().unwrap();
+        assert_eq!(
+            f.prepend_mm_cmds,
+            "pt-host both tcp_rmem=4096,87380,2097152 tcp_wmem=4096,16384,2097152 mm-delay 30 \
+             mm-loss uplink 0.005"
+        );
+        assert!(c.describe().ends_with(", host buffers 2048 KiB"));
+        let small = Candidate {
+            host_buffer_bytes: 65536,
+            ..c
+        };
+        let words = small.host_shell().unwrap().words().join(" ");
+        assert_eq!(
+            words,
+            "pt-host both tcp_rmem=4096,65536,65536 tcp_wmem=4096,16384,65536"
+        );
+        let e = scored_one_pct(c);
+        assert!(
+            e.to_line().contains(",host_buffer=2097152"),
+            "{}",
+            e.to_line()
+        );
+        assert_eq!(Evaluation::parse_line(&e.to_line(), 1).unwrap(), e);
+        let b = Bounds {
+            cross_mbps: Some((0.0, 12.0)),
+            host_buffer_bytes: Some((MIN_HOST_BUFFER, 64 << 20)),
+            ..four_parameters()
+        };
+        assert_eq!(
+            b.clamp(Candidate {
+                host_buffer_bytes: 100_000,
+                ..c
+            })
+            .host_buffer_bytes,
+            100_352
+        );
+        #[cfg(feature = "search")]
+        {
+            let x = to_x(&c, &b);
+            assert_eq!(x.len(), 6);
+            assert_eq!(x[5], 21.0);
+            assert_eq!(from_x(&x, Delivery::Trace, &b), c);
+            let only_hosts = Bounds {
+                cross_mbps: None,
+                ..b
+            };
+            let x = to_x(&c, &only_hosts);
+            assert_eq!((x.len(), x[4]), (5, 21.0));
+            let back = from_x(&x, Delivery::Trace, &only_hosts);
+            assert_eq!((back.cross_mbps, back.host_buffer_bytes), (0.0, 2 << 20));
+        }
+        let bad = Bounds {
+            host_buffer_bytes: Some((1024, 1 << 20)),
+            ..b
+        };
+        assert!(bad
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("host buffers 1024"));
+    }
+
     #[test]
     fn search_log_lines_round_trip_and_errors_name_the_line() {
         let mut schemes = BTreeMap::new();
@@ -650,22 +942,35 @@ mod tests {
 
     #[cfg(feature = "search")]
     /// The search finds the minimum of a smooth stand-in for the replication error (distance
-    /// to the hidden emulator) within a small budget, integers and the √loss axis included.
+    /// to the hidden emulator) within a small budget, integers and the √loss axis included;
+    /// with cross traffic searched, a fifth axis.
     #[test]
     fn search_converges_on_a_synthetic_objective() {
-        let b = Bounds {
-            rate_mbps: (12.0, 48.0),
-            delay_ms: (0, 61),
-            queue_packets: (10, 270),
-            loss: (0.0, 0.1),
+        let b = four_parameters();
+        converges(b, hidden(), 20);
+        let with_cross = Bounds {
+            cross_mbps: Some((0.0, 12.0)),
+            ..b
         };
-        let h = hidden();
+        converges(
+            with_cross,
+            Candidate {
+                cross_mbps: 6.0,
+                ..hidden()
+            },
+            35,
+        );
+    }
+
+    #[cfg(feature = "search")]
+    fn converges(b: Bounds, h: Candidate, rounds: usize) {
         let f = |c: &Candidate| {
             100.0
                 * (((c.rate_mbps - h.rate_mbps) / 36.0).powi(2)
                     + ((f64::from(c.delay_ms) - 30.0) / 61.0).powi(2)
                     + ((f64::from(c.queue_packets) - 60.0) / 260.0).powi(2)
-                    + ((c.loss.sqrt() - h.loss.sqrt()) / 0.316).powi(2))
+                    + ((c.loss.sqrt() - h.loss.sqrt()) / 0.316).powi(2)
+                    + ((c.cross_mbps - h.cross_mbps) / 12.0).powi(2))
                 .sqrt()
         };
         let mut s = Search::new(b, Delivery::Trace, 1, 7).unwrap();
@@ -675,7 +980,7 @@ mod tests {
         }
         let first_best = s.y.iter().copied().fold(f64::INFINITY, f64::min);
         let mut best = first_best;
-        for _ in 0..20 {
+        for _ in 0..rounds {
             let next = s.suggest();
             assert_eq!(next.len(), 1);
             for c in next {

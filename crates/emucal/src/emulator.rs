@@ -143,8 +143,8 @@ impl Emulator {
         self.map_traces(|t| t.strip_prefix(dir).unwrap_or(t).to_owned())
     }
 
-    /// The same path with every mm-link's uplink and downlink trace file replaced by
-    /// `rename(file)`.
+    /// The same path with every file it reads — each mm-link's uplink and downlink trace, each
+    /// schedule file — replaced by `rename(file)`.
     pub fn map_traces(&self, mut rename: impl FnMut(&Path) -> PathBuf) -> Emulator {
         self.try_map_traces(|t| Ok::<_, std::convert::Infallible>(rename(t)))
             .unwrap_or_else(|never| match never {})
@@ -157,17 +157,21 @@ impl Emulator {
     ) -> Result<Emulator, E> {
         let mut e = self.clone();
         for shell in &mut e.shells {
-            if let Shell::Link(l) = shell {
-                for t in [&mut l.uplink_trace, &mut l.downlink_trace] {
-                    *t = rename(t)?;
+            match shell {
+                Shell::Link(l) => {
+                    for t in [&mut l.uplink_trace, &mut l.downlink_trace] {
+                        *t = rename(t)?;
+                    }
                 }
+                Shell::Schedule { file, .. } => *file = rename(file)?,
+                _ => {}
             }
         }
         Ok(e)
     }
 
-    /// The path ready to run ([`EmulatedPath::load`]): traces read; errors name a missing or
-    /// malformed trace's file (and line).
+    /// The path ready to run ([`EmulatedPath::load`]): traces and schedules read; errors name a
+    /// missing or malformed file (and line).
     pub fn load(&self) -> Result<EmulatedPath, MmError> {
         EmulatedPath::load(self.shells.clone(), Vec::new())
     }

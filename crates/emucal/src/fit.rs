@@ -95,7 +95,20 @@ pub fn fit(
             let batch: Vec<Candidate> = if search.told() < design.len() {
                 design[search.told()..].iter().take(room).copied().collect()
             } else {
-                search.suggest().into_iter().take(room).collect()
+                let mut batch: Vec<Candidate> = search.suggest().into_iter().take(room).collect();
+                // A suggestion measured already (the surrogate settles on one point when the
+                // error is flat in most dimensions) is replaced by a random point.
+                for k in 0..batch.len() {
+                    let mut tries = 0;
+                    while tries < 8
+                        && (evals.iter().any(|e| e.candidate == batch[k])
+                            || batch[..k].contains(&batch[k]))
+                    {
+                        batch[k] = search.explore(k as u64 * 8 + tries);
+                        tries += 1;
+                    }
+                }
+                batch
             };
             if batch.is_empty() {
                 break;
@@ -398,6 +411,8 @@ mod tests {
                 queue_packets: 60,
                 loss: 0.0,
                 delivery: Delivery::Trace,
+                cross_mbps: 0.0,
+                host_buffer_bytes: 0,
             },
             tput_error_pct: err,
             delay_error_pct: err,
@@ -464,6 +479,8 @@ mod tests {
                 delay_ms: (0, 60),
                 queue_packets: (10, 100),
                 loss: (0.0, 0.01),
+                cross_mbps: None,
+                host_buffer_bytes: None,
             },
             deliveries: vec![Delivery::Trace],
             max_evals: 6,
@@ -482,6 +499,8 @@ mod tests {
             queue_packets: 50,
             loss: 0.0,
             delivery: Delivery::Trace,
+            cross_mbps: 0.0,
+            host_buffer_bytes: 0,
         };
         let (plan, target) = (plan(), target());
         let mut hooks = Hooks::default();

@@ -28,10 +28,10 @@ use crate::emulator::Emulator;
 use crate::mm::{LinkDirection, LinkShell, Shell};
 use crate::queue::QueueSpec;
 
-/// True if `text` looks like an iBoxNet profile (a JSON object with `config.uplink`), not one
-/// of our preset files.
-pub fn is_profile(text: &str) -> bool {
-    serde_json::from_str::<Value>(text).is_ok_and(|v| v["config"]["uplink"].is_object())
+/// True if `v` looks like an iBoxNet profile (a JSON object with `config.uplink`), not one of
+/// our preset files.
+pub fn is_profile_value(v: &Value) -> bool {
+    v["config"]["uplink"].is_object()
 }
 
 /// One direction of a profile.
@@ -137,6 +137,15 @@ pub fn import(
     trace_name: impl Fn(f64) -> PathBuf,
 ) -> Result<Profile, String> {
     let v: Value = serde_json::from_str(text).map_err(|e| format!("{file}: not JSON: {e}"))?;
+    import_value(&v, file, trace_name)
+}
+
+/// [`import`] of a profile already parsed.
+pub fn import_value(
+    v: &Value,
+    file: &str,
+    trace_name: impl Fn(f64) -> PathBuf,
+) -> Result<Profile, String> {
     let up = direction(&v, "uplink", file)?;
     let down = direction(&v, "downlink", file)?;
     let word = |k: &str| v[k].as_str().unwrap_or("unknown").to_owned();
@@ -248,7 +257,7 @@ mod tests {
 
     #[test]
     fn a_profile_becomes_our_emulator() {
-        assert!(is_profile(PROFILE));
+        assert!(is_profile_value(&serde_json::from_str(PROFILE).unwrap()));
         let file = "network-profiles/testland/cellular/network-profile-7.json";
         let p = import(PROFILE, file, trace_name).unwrap();
         assert_eq!(p.name, "ibox-testland-cellular-7");
@@ -290,6 +299,8 @@ mod tests {
         assert!(import("{", "p.json", trace_name)
             .unwrap_err()
             .starts_with("p.json: not JSON"));
-        assert!(!is_profile(r#"{"name": "x", "rate_mbps": 12}"#));
+        assert!(!is_profile_value(
+            &serde_json::from_str(r#"{"name": "x", "rate_mbps": 12}"#).unwrap()
+        ));
     }
 }

@@ -13,7 +13,9 @@
 //!   syntax; byte counts include Mahimahi's 4-byte header.
 //! - [`stage`]: link, delay, loss and on/off stages and the [`stage::Pipeline`] of one
 //!   direction.
+//! - [`schedule`]: time-varying paths: delay and loss schedule files.
 //! - [`cross`]: non-reactive cross traffic that shares a link's queue and opportunities.
+//! - [`reactive`]: reactive cross traffic, loss-based (Reno) flows modelled in the link.
 //! - [`linklog`]: mm-link's `--uplink-log` text format.
 //! - [`mm`]: chains of Mahimahi shells (`mm-delay 28 mm-link up down -- cmd`): parsed into
 //!   [`mm::Shell`]s, rendered back as words, loaded into the runnable [`mm::EmulatedPath`].
@@ -49,8 +51,10 @@ pub mod linklog;
 pub mod mm;
 pub mod presets;
 pub mod queue;
+pub mod reactive;
 #[cfg(feature = "runtime")]
 pub mod runtime;
+pub mod schedule;
 pub mod stage;
 pub mod trace;
 

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use crate::cross::CrossTraffic;
 use crate::host::{HostLimits, HostSide};
 use crate::queue::QueueSpec;
+use crate::reactive::CrossFlows;
+use crate::schedule::{Schedule, ScheduleKind};
 use crate::stage::{
     AggregateStage, AnyStage, DelayStage, FlowDelay, FlowDelayStage, LinkStage, LossStage,
     Pipeline, PolicerStage, SwitchStage, MS,
@@ -95,6 +97,20 @@ pub enum Shell {
         direction: LinkDirection,
         /// One-way delay, ms.
         ms: u64,
+    },
+    /// `pt-delay-schedule uplink|downlink FILE` and `pt-loss-schedule uplink|downlink FILE`
+    /// (ours): one direction's one-way delay or loss rate changing over time, as the schedule
+    /// file says ([`crate::schedule`]). The file is read when the path is loaded.
+    Schedule {
+        /// Delay or loss.
+        kind: ScheduleKind,
+        /// The direction it applies to.
+        direction: LinkDirection,
+        /// The schedule file.
+        file: PathBuf,
+        /// Its steps, once loaded ([`EmulatedPath::load`]); empty before.
+        #[serde(skip)]
+        schedule: Schedule,
     },
     /// `pt-policer uplink|downlink RATE_MBPS BURST_BYTES` (ours, not Mahimahi's): a
     /// token-bucket policer ([`PolicerStage`]).
@@ -186,6 +202,13 @@ pub struct LinkShell {
     /// `--downlink-cross-traffic=MBPS[,MBPS…]` (ours).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub downlink_cross: Option<CrossTraffic>,
+    /// `--uplink-cross-flows=N,RTT_MS[,START_S]` (ours): reactive cross traffic on the uplink,
+    /// N Reno flows ([`crate::reactive`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink_cross_flows: Option<CrossFlows>,
+    /// `--downlink-cross-flows=N,RTT_MS[,START_S]` (ours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downlink_cross_flows: Option<CrossFlows>,
     /// The shell's own argv as Mahimahi would see it (`mm-link` …, the shells inside it, the
     /// command), for log headers; empty until loaded.
     #[serde(skip)]
@@ -215,6 +238,8 @@ impl LinkShell {
             log_format: LogFormat::Mahimahi,
             uplink_cross: None,
             downlink_cross: None,
+            uplink_cross_flows: None,
+            downlink_cross_flows: None,
             argv: Vec::new(),
             enclosing_prefix: String::new(),
         }
@@ -264,10 +289,19 @@ impl LinkShell {
                 w.push(format!("--{name}-cross-traffic={}", c.words()));
             }
         }
+        for (name, flows) in [
+            ("uplink", &self.uplink_cross_flows),
+            ("downlink", &self.downlink_cross_flows),
+        ] {
+            if let Some(f) = flows {
+                w.push(format!("--{name}-cross-flows={}", f.words()));
+            }
+        }
         w
     }
 
-    /// Trace, queue, log file, trace file, delivery and cross traffic of one direction.
+    /// Trace, queue, log file, trace file, delivery and cross traffic (both kinds) of one
+    /// direction.
     pub fn direction(&self, d: LinkDirection) -> LinkSide<'_> {
         match d {
             LinkDirection::Uplink => LinkSide {
@@ -277,6 +311,7 @@ impl LinkShell {
                 trace_path: &self.uplink_trace,
                 delivery: self.uplink_delivery,
                 cross: self.uplink_cross.as_ref(),
+                cross_flows: self.uplink_cross_flows.as_ref(),
             },
             LinkDirection::Downlink => LinkSide {
                 trace: &self.downlink,
@@ -285,6 +320,7 @@ impl LinkShell {
                 trace_path: &self.downlink_trace,
                 delivery: self.downlink_delivery,
                 cross: self.downlink_cross.as_ref(),
+                cross_flows: self.downlink_cross_flows.as_ref(),
             },
         }
     }
@@ -305,6 +341,8 @@ pub struct LinkSide<'a> {
     pub delivery: Delivery,
     /// Its cross traffic, if any.
     pub cross: Option<&'a CrossTraffic>,
+    /// Its reactive cross flows, if any.
+    pub cross_flows: Option<&'a CrossFlows>,
 }
 
 impl Shell {
@@ -322,6 +360,9 @@ impl Shell {
             Shell::Loss { direction, rate } => {
                 vec![program, direction.word().into(), rate.to_string()]
             }
+            Shell::Schedule {
+                direction, file, ..
+            } => vec![program, direction.word().into(), file.display().to_string()],
             Shell::Switch {
                 direction,
                 mean_on_s,
@@ -373,6 +414,7 @@ impl Shell {
             Shell::Switch { random: false, .. } => "mm-intermittent",
             Shell::Link(_) => "mm-link",
             Shell::OneWayDelay { .. } => "pt-delay",
+            Shell::Schedule { kind, .. } => kind.program(),
             Shell::Policer { .. } => "pt-policer",
             Shell::Aggregate { .. } => "pt-aggregate",
             Shell::Host { .. } => "pt-host",
@@ -389,6 +431,16 @@ impl Shell {
             Shell::Delay { ms } => format!("[delay {ms} ms] "),
             Shell::OneWayDelay { direction, ms } => format!("[delay {}={ms} ms] ", dir(direction)),
             Shell::Loss { direction, rate } => format!("[loss {}={rate}] ", dir(direction)),
+            Shell::Schedule {
+                kind, direction, ..
+            } => format!(
+                "[{} schedule {}] ",
+                match kind {
+                    ScheduleKind::Delay => "delay",
+                    ScheduleKind::Loss => "loss",
+                },
+                dir(direction)
+            ),
             Shell::Switch {
                 direction, random, ..
             } => format!(
@@ -455,7 +507,7 @@ fn syntax(m: String) -> MmError {
 }
 
 /// mm-link's options that take a value (`--name=V` or `--name V`); the last five are ours.
-const LINK_VALUE_OPTIONS: [&str; 11] = [
+const LINK_VALUE_OPTIONS: [&str; 13] = [
     "--uplink-queue",
     "--downlink-queue",
     "--uplink-queue-args",
@@ -466,17 +518,24 @@ const LINK_VALUE_OPTIONS: [&str; 11] = [
     "--downlink-delivery",
     "--uplink-cross-traffic",
     "--downlink-cross-traffic",
+    "--uplink-cross-flows",
+    "--downlink-cross-flows",
     "--log-format",
 ];
 
 /// The shells [`parse_chain`] knows, for error messages.
 pub const SHELL_NAMES: &str =
-    "mm-delay, mm-loss, mm-onoff, mm-intermittent, mm-link, pt-delay, pt-policer, pt-aggregate, \
-     pt-host";
+    "mm-delay, mm-loss, mm-onoff, mm-intermittent, mm-link, pt-delay, pt-delay-schedule, \
+     pt-loss-schedule, pt-policer, pt-aggregate, pt-host";
 
 /// `--uplink-cross-traffic=8` or `=8,2.5,0` ([`CrossTraffic::parse`]); errors name the option.
 fn parse_cross(name: &str, value: &str) -> Result<CrossTraffic, MmError> {
     CrossTraffic::parse(value).map_err(|e| syntax(format!("mm-link {name}={value}: {e}")))
+}
+
+/// `--uplink-cross-flows=1,40` ([`CrossFlows::parse`]); errors name the option.
+fn parse_flows(name: &str, value: &str) -> Result<CrossFlows, MmError> {
+    CrossFlows::parse(value).map_err(|e| syntax(format!("mm-link {name}={value}: {e}")))
 }
 
 fn parse_delivery(name: &str, value: &str) -> Result<Delivery, MmError> {
@@ -590,6 +649,10 @@ fn parse_link_options(
             "--downlink-delivery" => link.downlink_delivery = parse_delivery(name, &value())?,
             "--uplink-cross-traffic" => link.uplink_cross = Some(parse_cross(name, &value())?),
             "--downlink-cross-traffic" => link.downlink_cross = Some(parse_cross(name, &value())?),
+            "--uplink-cross-flows" => link.uplink_cross_flows = Some(parse_flows(name, &value())?),
+            "--downlink-cross-flows" => {
+                link.downlink_cross_flows = Some(parse_flows(name, &value())?)
+            }
             "--log-format" => {
                 link.log_format = match value().as_str() {
                     "mahimahi" | "text" => LogFormat::Mahimahi,
@@ -612,7 +675,8 @@ fn parse_link_options(
                     "mm-link option `{other}` is not known (options: --uplink-queue, \
                      --downlink-queue, --uplink-queue-args, --downlink-queue-args, --uplink-log, \
                      --downlink-log, --once; ours: --uplink-delivery, --downlink-delivery, \
-                     --uplink-cross-traffic, --downlink-cross-traffic, --log-format)"
+                     --uplink-cross-traffic, --downlink-cross-traffic, --uplink-cross-flows, \
+                     --downlink-cross-flows, --log-format)"
                 )))
             }
         }
@@ -629,15 +693,15 @@ fn parse_link_options(
 /// `mm-delay 28 mm-loss uplink 0.004 mm-link up.trace down.trace --uplink-queue=droptail
 /// --uplink-queue-args=packets=50 -- iperf3 -c $MAHIMAHI_BASE`. Every shell's command is the
 /// rest of the words, as in Mahimahi; the chain ends at the first word that is not a shell
-/// (a `--` there is skipped), and the rest is the command. No file is read: trace files are
-/// read when the path is loaded ([`EmulatedPath::load`]).
+/// (a `--` there is skipped), and the rest is the command. No file is read: trace and schedule
+/// files are read when the path is loaded ([`EmulatedPath::load`]).
 ///
 /// Shells: `mm-delay DELAY_MS`, `mm-loss uplink|downlink RATE`, `mm-onoff` and
 /// `mm-intermittent uplink|downlink MEAN_ON_S MEAN_OFF_S`, `mm-link UP DOWN [options]`, and
-/// ours: `pt-delay uplink|downlink DELAY_MS`, `pt-policer uplink|downlink RATE_MBPS
+/// ours: `pt-delay uplink|downlink DELAY_MS`, `pt-delay-schedule` and `pt-loss-schedule
+/// uplink|downlink FILE` ([`crate::schedule`]), `pt-policer uplink|downlink RATE_MBPS
 /// BURST_BYTES`, `pt-aggregate uplink|downlink INTERVAL_MS`, `pt-host sender|receiver|both
-/// KEY=MIN,DEFAULT,MAX…` ([`crate::host`]). Errors
-/// name the offending word or file.
+/// KEY=MIN,DEFAULT,MAX…` ([`crate::host`]). Errors name the offending word or file.
 pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
     let mut shells = Vec::new();
     let mut i = 0;
@@ -687,7 +751,8 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
                 i = parse_link_options(words, i + 3, &mut link)?;
                 Shell::Link(Box::new(link))
             }
-            name @ ("pt-policer" | "pt-aggregate" | "pt-delay") => {
+            name @ ("pt-policer" | "pt-aggregate" | "pt-delay" | "pt-delay-schedule"
+            | "pt-loss-schedule") => {
                 let (shell, next) = parse_directional(name, words, i)?;
                 i = next;
                 shell
@@ -712,7 +777,8 @@ pub fn parse_chain(words: &[String]) -> Result<Chain, MmError> {
 }
 
 /// Our shells of one direction at `words[at]` (`pt-policer uplink 12 15000`, `pt-aggregate
-/// downlink 5`, `pt-delay uplink 24`). Returns the shell and the index after it.
+/// downlink 5`, `pt-delay uplink 24`, `pt-delay-schedule uplink FILE`). Returns the shell and the
+/// index after it.
 fn parse_directional(name: &str, words: &[String], at: usize) -> Result<(Shell, usize), MmError> {
     let arg = |k: usize| words.get(at + k);
     let direction = parse_direction(name, arg(1))?;
@@ -731,6 +797,22 @@ fn parse_directional(name: &str, words: &[String], at: usize) -> Result<(Shell, 
                 burst_bytes,
             };
             (shell, at + 4)
+        }
+        "pt-delay-schedule" | "pt-loss-schedule" => {
+            let file = arg(2).filter(|f| !f.is_empty()).ok_or_else(|| {
+                syntax(format!("{name} needs a schedule FILE after the direction"))
+            })?;
+            let shell = Shell::Schedule {
+                kind: if name == "pt-delay-schedule" {
+                    ScheduleKind::Delay
+                } else {
+                    ScheduleKind::Loss
+                },
+                direction,
+                file: PathBuf::from(file),
+                schedule: Schedule::default(),
+            };
+            (shell, at + 3)
         }
         "pt-aggregate" => {
             let interval_ms =
@@ -784,6 +866,7 @@ pub fn mahimahi_argv(chain: &Chain, chain_words: &[String]) -> Result<Vec<String
     for shell in &chain.shells {
         let ours = match shell {
             Shell::OneWayDelay { .. } => Some("pt-delay"),
+            Shell::Schedule { kind, .. } => Some(kind.program()),
             Shell::Policer { .. } => Some("pt-policer"),
             Shell::Aggregate { .. } => Some("pt-aggregate"),
             Shell::Host { .. } => Some("pt-host"),
@@ -796,6 +879,11 @@ pub fn mahimahi_argv(chain: &Chain, chain_words: &[String]) -> Result<Vec<String
             Shell::Link(l) if l.log_format != LogFormat::Mahimahi => Some("--log-format"),
             Shell::Link(l) if l.uplink_cross.is_some() || l.downlink_cross.is_some() => {
                 Some("--uplink-cross-traffic/--downlink-cross-traffic")
+            }
+            Shell::Link(l)
+                if l.uplink_cross_flows.is_some() || l.downlink_cross_flows.is_some() =>
+            {
+                Some("--uplink-cross-flows/--downlink-cross-flows")
             }
             _ => None,
         };
@@ -833,14 +921,23 @@ pub fn mahimahi_argv(chain: &Chain, chain_words: &[String]) -> Result<Vec<String
 
 impl EmulatedPath {
     /// Loads `shells` (outermost first) to run them with `command` in the innermost one:
-    /// every mm-link's traces are read (errors name the file, and the line of a malformed
-    /// one) and its log header's argv and enclosing prefix filled.
+    /// every mm-link's traces and every schedule file are read (errors name the file, and the
+    /// line of a malformed one) and mm-link's log header's argv and enclosing prefix filled.
     pub fn load(shells: Vec<Shell>, command: Vec<String>) -> Result<EmulatedPath, MmError> {
         let mut shells = shells;
         for shell in &mut shells {
-            if let Shell::Link(l) = shell {
-                l.uplink = Trace::load(&l.uplink_trace)?;
-                l.downlink = Trace::load(&l.downlink_trace)?;
+            match shell {
+                Shell::Link(l) => {
+                    l.uplink = Trace::load(&l.uplink_trace)?;
+                    l.downlink = Trace::load(&l.downlink_trace)?;
+                }
+                Shell::Schedule {
+                    kind,
+                    file,
+                    schedule,
+                    ..
+                } => *schedule = Schedule::load(file, *kind)?,
+                _ => {}
             }
         }
         let mut path = EmulatedPath {
@@ -957,6 +1054,16 @@ impl EmulatedPath {
                     stages.push(AnyStage::Loss(LossStage::new(*rate, seed)))
                 }
                 Shell::Loss { .. } => {}
+                Shell::Schedule {
+                    kind,
+                    direction: d,
+                    schedule,
+                    ..
+                } if *d == direction => stages.push(match kind {
+                    ScheduleKind::Delay => AnyStage::Delay(DelayStage::scheduled(schedule)),
+                    ScheduleKind::Loss => AnyStage::Loss(LossStage::scheduled(schedule, seed)),
+                }),
+                Shell::Schedule { .. } => {}
                 Shell::Switch {
                     direction: d,
                     mean_on_s,
@@ -992,6 +1099,9 @@ impl EmulatedPath {
                     }
                     if let Some(cross) = side.cross {
                         stage = stage.cross(cross);
+                    }
+                    if let Some(flows) = side.cross_flows {
+                        stage = stage.cross_flows(flows);
                     }
                     if side.log.is_some() {
                         stage = stage.logged();
@@ -1143,6 +1253,59 @@ mod tests {
         let e = |w: &str| parse_chain(&words(w)).unwrap_err().to_string();
         assert!(e("pt-delay sideways 3").starts_with("pt-delay: direction"));
         assert!(e("pt-delay uplink x").starts_with("pt-delay: `x` is not"));
+    }
+
+    /// `pt-delay-schedule` and `pt-loss-schedule` read their file when the path is loaded,
+    /// act on their own direction only, read back from their words, and name the file and line
+    /// of a malformed schedule; real Mahimahi refuses them.
+    #[test]
+    fn schedules_load_their_files_and_act_on_one_direction() {
+        let d = TraceDir::new("schedule");
+        let delay = d.0.join("delay.txt");
+        std::fs::write(&delay, "0 10\n# rises\n100 50\n").unwrap();
+        let loss = d.0.join("loss.txt");
+        std::fs::write(&loss, "0 1\n").unwrap();
+        let line = format!(
+            "pt-delay-schedule uplink {} pt-loss-schedule downlink {}",
+            delay.display(),
+            loss.display()
+        );
+        let chain = parse_chain(&words(&format!("{line} -- true"))).unwrap();
+        let rendered: Vec<String> = chain.shells.iter().flat_map(Shell::words).collect();
+        assert_eq!(rendered, words(&line));
+        assert_eq!(chain.shells[0].prefix(), "[delay schedule up] ");
+        let e = mahimahi_argv(&chain, &words(&line))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("`pt-delay-schedule` is Pantheon-rs's own"),
+            "{e}"
+        );
+        let path = EmulatedPath::load(chain.shells, vec![]).unwrap();
+        let (mut up, _) = path.pipeline(LinkDirection::Uplink, 0);
+        for t in [0, 99 * MS, 100 * MS] {
+            up.push(t, vec![0x45; 100]);
+        }
+        up.advance(200 * MS);
+        let out: Vec<u64> = std::iter::from_fn(|| up.pop().map(|o| o.0 / MS)).collect();
+        assert_eq!(out, [10, 109, 150]);
+        let (mut down, _) = path.pipeline(LinkDirection::Downlink, 0);
+        down.push(0, vec![0x45; 100]);
+        down.advance(MS);
+        assert!(
+            down.pop().is_none(),
+            "rate 1 from time 0 drops every packet"
+        );
+        assert_eq!(down.dropped(), 1);
+
+        std::fs::write(&delay, "0 10\n\n200 ten\n").unwrap();
+        let e = EmulatedPath::load(parse_shells(&line).unwrap(), vec![]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}:3: `ten` is not a number", delay.display())
+        );
+        let e = parse_chain(&words("pt-loss-schedule uplink")).unwrap_err();
+        assert!(e.to_string().contains("needs a schedule FILE"), "{e}");
     }
 
     #[test]

@@ -13,7 +13,11 @@
 //!   (`pt-policer`, bucket = 10 ms at R) in front of a link 4× faster; `ack-aggregation-<N>ms`
 //!   (ACKs released every N ms on a 50 Mbit/s, 40 ms RTT path); `buffer-<F>bdp`
 //!   (DropTail of F × BDP on a 50 Mbit/s, 40 ms RTT path, F from 0.1 to 1).
+//! - **Imported** ([`library`]): preset files in the user's emulator library
+//!   ([`library_dir`]), such as the iBoxNet network profiles `pantheon emulators import`
+//!   writes there ([`from_ibox`]), each labelled with its country and link type.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::calibrate::Candidate;
@@ -44,6 +48,9 @@ pub struct Preset {
     /// The emulator, its mm-link's traces named as [`Preset::traces`] says, relative
     /// ([`Preset::emulator_in`] places them).
     pub emulator: Emulator,
+    /// What it is, for filtering a library: `source` (`iBoxNet`), `country`, `link_type`,
+    /// `measurement_node`; empty for the built-in presets.
+    pub labels: BTreeMap<String, String>,
 }
 
 /// [`Preset`]'s file form.
@@ -56,6 +63,8 @@ struct PresetFile {
     downlink_rate_mbps: Option<f64>,
     prepend: String,
     link_args: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    labels: BTreeMap<String, String>,
 }
 
 impl TryFrom<PresetFile> for Preset {
@@ -75,6 +84,7 @@ impl TryFrom<PresetFile> for Preset {
             rate_mbps: f.rate_mbps,
             downlink_rate_mbps: f.downlink_rate_mbps,
             emulator,
+            labels: f.labels,
         })
     }
 }
@@ -92,6 +102,7 @@ impl From<Preset> for PresetFile {
             downlink_rate_mbps: p.downlink_rate_mbps,
             prepend,
             link_args,
+            labels: p.labels,
         }
     }
 }
@@ -109,6 +120,7 @@ impl Candidate {
             rate_mbps: self.rate_mbps,
             downlink_rate_mbps: None,
             emulator: self.emulator(Path::new(&trace_file_name(self.rate_mbps))),
+            labels: BTreeMap::new(),
         }
     }
 }
@@ -157,6 +169,7 @@ impl Preset {
             rate_mbps,
             downlink_rate_mbps: None,
             emulator: Emulator::new(shells),
+            labels: BTreeMap::new(),
         }
     }
 }
@@ -246,6 +259,8 @@ fn calibrated() -> Vec<Preset> {
             } else {
                 Delivery::Trace
             },
+            cross_mbps: 0.0,
+            host_buffer_bytes: 0,
         };
         let description = format!(
             "Pantheon's calibrated emulator of {path}: {rate_mbps} Mbit/s {}, {}, uplink \
@@ -357,36 +372,141 @@ fn buffers(no_options: &LinkShell) -> Vec<Preset> {
     all
 }
 
-/// The preset called `name`, or the preset file at path `name` (JSON with the fields of
-/// [`Preset`], as `pantheon calibrate` writes `calibration/emulator.json`, or an iBoxNet
-/// network profile, [`crate::ibox`]); the error lists the names, or says what is wrong with the
-/// file.
+/// The preset called `name` — built in, else `<name>.json` in the library ([`library_dir`]) —
+/// or the preset file at path `name` (JSON with the fields of [`Preset`], as `pantheon
+/// calibrate` writes `calibration/emulator.json`, or an iBoxNet network profile,
+/// [`from_ibox`]); the error lists the built-in names, or says what is wrong with the file.
 pub fn find(name: &str) -> Result<Preset, String> {
     let file = Path::new(name);
     if name.ends_with(".json") || file.is_file() {
-        let text =
-            std::fs::read_to_string(file).map_err(|e| format!("read emulator file {name}: {e}"))?;
-        if crate::ibox::is_profile(&text) {
-            let p = crate::ibox::import(&text, name, |mbps| trace_file_name(mbps).into())?;
-            return Ok(Preset {
-                name: p.name,
-                description: p.description,
-                rate_mbps: p.uplink_mbps,
-                downlink_rate_mbps: Some(p.downlink_mbps).filter(|d| *d != p.uplink_mbps),
-                emulator: p.emulator,
-            });
-        }
-        return serde_json::from_str(&text)
-            .map_err(|e| format!("{name}: not an emulator preset: {e}"));
+        return read_file(file);
     }
     let all = presets();
-    all.iter().find(|p| p.name == name).cloned().ok_or_else(|| {
-        let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
-        format!(
-            "no emulator named `{name}` (`pantheon emulators` describes them; a path to a \
-             preset file such as calibration/emulator.json works too): {}",
-            names.join(", ")
-        )
+    if let Some(p) = all.iter().find(|p| p.name == name) {
+        return Ok(p.clone());
+    }
+    let in_library = library_dir().join(format!("{name}.json"));
+    if is_plain_name(name) && in_library.is_file() {
+        return read_file(&in_library);
+    }
+    let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
+    Err(format!(
+        "no emulator named `{name}` (`pantheon emulators` describes them, with those imported \
+         into {}; a path to a preset file such as calibration/emulator.json works too): {}",
+        library_dir().display(),
+        names.join(", ")
+    ))
+}
+
+/// A preset file: our preset JSON or an iBoxNet profile. Errors name the file.
+fn read_file(file: &Path) -> Result<Preset, String> {
+    let name = file.display().to_string();
+    let value = read_json(file)?;
+    if crate::ibox::is_profile_value(&value) {
+        return from_ibox(&value, file);
+    }
+    serde_json::from_value(value).map_err(|e| format!("{name}: not an emulator preset: {e}"))
+}
+
+/// The JSON of a preset or profile file (a regular file of at most [`MAX_PRESET_BYTES`]);
+/// errors name the file.
+pub fn read_json(file: &Path) -> Result<serde_json::Value, String> {
+    let text = analyzer::files::read_regular_text(file, "an emulator file", MAX_PRESET_BYTES)
+        .map_err(|e| format!("read emulator file {}: {}", e.path, e.reason))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", file.display()))
+}
+
+/// The largest preset or profile file read, bytes (a published iBoxNet profile is ~1 kB).
+pub const MAX_PRESET_BYTES: u64 = 16 << 20;
+
+/// The iBoxNet profile `value`, read from `file`, as a preset ([`crate::ibox::import`]): its
+/// traces named by rate, labelled `source` = `iBoxNet`, its `link_type` and
+/// `measurement_node`, and `country` — the directory it sits in when the file is at
+/// `<country>/<link type>/network-profile-N.json` as in the published set (`united-states`
+/// for node `stanford`), else its measurement node.
+pub fn from_ibox(value: &serde_json::Value, file: &Path) -> Result<Preset, String> {
+    let name = file.display().to_string();
+    let p = crate::ibox::import_value(value, &name, |mbps| trace_file_name(mbps).into())?;
+    let word = |k: &str| value[k].as_str().unwrap_or("unknown").to_owned();
+    let dirs: Vec<String> = file
+        .parent()
+        .into_iter()
+        .flat_map(|d| d.iter().rev().take(2))
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    let country = match dirs.as_slice() {
+        [link_type, country] if *link_type == word("link_type") => country.clone(),
+        _ => word("measurement_node"),
+    };
+    let labels = BTreeMap::from([
+        ("source".to_owned(), "iBoxNet".to_owned()),
+        ("country".to_owned(), country),
+        ("link_type".to_owned(), word("link_type")),
+        ("measurement_node".to_owned(), word("measurement_node")),
+    ]);
+    Ok(Preset {
+        name: p.name,
+        description: p.description,
+        rate_mbps: p.uplink_mbps,
+        downlink_rate_mbps: Some(p.downlink_mbps).filter(|d| *d != p.uplink_mbps),
+        emulator: p.emulator,
+        labels,
+    })
+}
+
+/// True for a name that is a file name of its own in the library: letters, digits, `.`, `-`
+/// and `_`, not starting with `.` (no `/`, no `..`: a name never reaches outside the library).
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
+/// The user's emulator library, where `pantheon emulators import` writes presets (one
+/// `<name>.json` each) and `--emulator NAME` finds them: `$PANTHEON_EMULATORS_HOME`, else
+/// `$HOME/.cache/pantheon-rs/emulators`.
+pub fn library_dir() -> PathBuf {
+    std::env::var_os("PANTHEON_EMULATORS_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+            PathBuf::from(home).join(".cache/pantheon-rs/emulators")
+        })
+}
+
+/// The presets of the library at `dir`, sorted by name, and a message for each `*.json` there
+/// that is not one (file and reason). No directory: none.
+pub fn library(dir: &Path) -> (Vec<Preset>, Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let (mut found, mut problems) = (Vec::new(), Vec::new());
+    for f in files {
+        match read_file(&f) {
+            Ok(p) => found.push(p),
+            Err(e) => problems.push(e),
+        }
+    }
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    (found, problems)
+}
+
+/// True if every `key=value` of `filters` is among `preset`'s labels (values compared without
+/// case); no filter: every preset.
+pub fn matches(preset: &Preset, filters: &[(&str, &str)]) -> bool {
+    filters.iter().all(|(k, v)| {
+        preset
+            .labels
+            .get(*k)
+            .is_some_and(|l| l.eq_ignore_ascii_case(v))
     })
 }
 
@@ -490,6 +610,8 @@ mod tests {
             queue_packets: 63,
             loss: 0.0,
             delivery: Delivery::Trace,
+            cross_mbps: 0.0,
+            host_buffer_bytes: 0,
         }
         .to_preset("calibrated", "fitted");
         let json = serde_json::to_value(&fitted).unwrap();

@@ -21,6 +21,8 @@ use rand::{Rng, SeedableRng};
 
 use crate::cross::{is_cross, CrossSource, CrossTraffic};
 use crate::queue::{PacketQueue, QueueSpec, TUN_HEADER};
+use crate::reactive::{CrossFlows, RenoFlows};
+use crate::schedule::Schedule;
 use crate::trace::Trace;
 use crate::Packet;
 
@@ -101,7 +103,9 @@ pub enum LinkEvent {
 /// one pass over the trace and is then [finished](LinkStage::finished).
 ///
 /// With [cross traffic](LinkStage::cross), the link's own source adds packets to the queue at
-/// their times; they are served like the others and discarded when they leave.
+/// their times; they are served like the others and discarded when they leave. With
+/// [reactive cross flows](LinkStage::cross_flows), Reno senders modelled in the link do the
+/// same and learn of their packets' departures and losses.
 #[derive(Debug)]
 pub struct LinkStage {
     trace: Vec<u64>,
@@ -123,6 +127,8 @@ pub struct LinkStage {
     /// Non-reactive cross traffic sharing the queue, and its arrivals the queue refused.
     cross: Option<Box<CrossSource>>,
     cross_refused: u64,
+    /// Reactive cross traffic: loss-based flows sharing the queue.
+    flows: Option<Box<RenoFlows>>,
 }
 
 /// Opportunities of a Poisson process: exponential gaps with the trace's mean gap.
@@ -159,6 +165,7 @@ impl LinkStage {
             poisson: None,
             cross: None,
             cross_refused: 0,
+            flows: None,
         }
     }
 
@@ -169,6 +176,18 @@ impl LinkStage {
         let source = CrossSource::new(traffic);
         self.cross = source.next_arrival().is_some().then(|| Box::new(source));
         self
+    }
+
+    /// Reactive cross traffic ([`crate::reactive`]): `spec`'s Reno flows send into the queue
+    /// from their start, as their windows allow; their packets are cross traffic.
+    pub fn cross_flows(mut self, spec: &CrossFlows) -> LinkStage {
+        self.flows = Some(Box::new(RenoFlows::new(spec)));
+        self
+    }
+
+    /// The reactive cross flows' state (their windows and reductions), if the link has them.
+    pub fn reactive(&self) -> Option<&RenoFlows> {
+        self.flows.as_deref()
     }
 
     /// Poisson delivery (beyond Mahimahi): opportunities form a Poisson process whose rate is
@@ -262,6 +281,9 @@ impl LinkStage {
                 let bytes = (pkt.len() + TUN_HEADER) as u64;
                 if is_cross(&pkt) {
                     self.record(LinkEvent::CrossDeparture { t, bytes, arrival });
+                    if let Some(flows) = &mut self.flows {
+                        flows.departed(t, &pkt);
+                    }
                 } else {
                     self.record(LinkEvent::Departure { t, bytes, arrival });
                     self.out.push_back((t, pkt));
@@ -300,26 +322,39 @@ impl LinkStage {
 
     /// Serves every opportunity scheduled at or before `now`, and queues the cross traffic
     /// due by then, each at its time (an opportunity at T serves only packets that arrived
-    /// before T, so at equal times the opportunity goes first).
+    /// before T, so at equal times the opportunity goes first, then the rate source, then the
+    /// reactive flows).
     pub fn advance(&mut self, now: u64) {
         loop {
-            let opportunity = self.next_opportunity().filter(|t| *t <= now);
-            let cross = match &self.cross {
-                Some(c) if !self.finished => c.next_arrival().filter(|t| *t <= now),
-                _ => None,
-            };
-            match (opportunity, cross) {
-                (None, None) => break,
-                (Some(t), c) if c.is_none_or(|c| t <= c) => {
+            let live = !self.finished;
+            let rate = self.cross.as_ref().and_then(|c| c.next_arrival());
+            let flows = self.flows.as_ref().and_then(|f| f.next_event());
+            let next = [
+                self.next_opportunity().map(|t| (t, 0)),
+                rate.filter(|_| live).map(|t| (t, 1)),
+                flows.filter(|_| live).map(|t| (t, 2)),
+            ]
+            .into_iter()
+            .flatten()
+            .filter(|(t, _)| *t <= now)
+            .min();
+            match next {
+                None => break,
+                Some((t, 0)) => {
                     self.step_opportunity();
                     self.record(LinkEvent::Opportunity { t });
                     if self.in_transit.is_some() || !self.queue.is_empty() {
                         self.serve(t);
                     }
                 }
-                _ => {
+                Some((_, 1)) => {
                     let (t, pkt) = self.cross.as_mut().and_then(|c| c.take()).expect("due");
                     self.enqueue(t, pkt);
+                }
+                Some(_) => {
+                    if let Some((t, pkt)) = self.flows.as_mut().and_then(|f| f.fire()) {
+                        self.enqueue(t, pkt);
+                    }
                 }
             }
         }
@@ -393,27 +428,45 @@ impl Passed {
     }
 }
 
-/// `mm-delay D`: every packet leaves exactly `delay` after it arrived, in order.
+/// `mm-delay D`: every packet leaves exactly `delay` after it arrived, in order; with a
+/// schedule (`pt-delay-schedule`, [`crate::schedule`]), the delay in force when it arrived,
+/// still in order (a packet never leaves before the one ahead of it).
 #[derive(Debug)]
 pub struct DelayStage {
-    delay: u64,
+    /// The delay, ns, by arrival time.
+    delay: Schedule,
     fifo: ReleaseQueue,
+    /// Release time of the last packet pushed.
+    last_release: u64,
 }
 
 impl DelayStage {
     /// A delay of `delay_ns` nanoseconds.
     pub fn new(delay_ns: u64) -> DelayStage {
+        DelayStage::with_ns(Schedule::constant(delay_ns as f64))
+    }
+
+    /// A delay that follows `schedule` (values: one-way delay, ms; times on the stage's clock).
+    pub fn scheduled(schedule: &Schedule) -> DelayStage {
+        DelayStage::with_ns(schedule.scaled(MS as f64))
+    }
+
+    fn with_ns(delay: Schedule) -> DelayStage {
         DelayStage {
-            delay: delay_ns,
+            delay,
             fifo: ReleaseQueue::default(),
+            last_release: 0,
         }
     }
 }
 
 impl DelayStage {
-    /// Hands the stage a packet arriving at `t`; it will leave at `t + delay`.
+    /// Hands the stage a packet arriving at `t`; it will leave at `t + delay(t)`, or with the
+    /// packet before it if that one leaves later.
     pub fn push(&mut self, t: u64, pkt: Packet) {
-        self.fifo.push(t + self.delay, pkt);
+        let release = (t + self.delay.at(t).round() as u64).max(self.last_release);
+        self.last_release = release;
+        self.fifo.push(release, pkt);
     }
     /// Takes the head packet if its release time is ≤ `now`.
     pub fn pop_due(&mut self, now: u64) -> Option<(u64, Packet)> {
@@ -515,10 +568,11 @@ impl FlowDelayStage {
     }
 }
 
-/// `mm-loss uplink|downlink RATE`: each packet is dropped independently with probability `rate`.
+/// `mm-loss uplink|downlink RATE`: each packet is dropped independently with probability `rate`;
+/// with a schedule (`pt-loss-schedule`, [`crate::schedule`]), the rate in force when it arrived.
 #[derive(Debug)]
 pub struct LossStage {
-    rate: f64,
+    rate: Schedule,
     rng: SmallRng,
     passed: Passed,
 }
@@ -526,8 +580,13 @@ pub struct LossStage {
 impl LossStage {
     /// Loss with probability `rate` ∈ [0, 1], from a generator seeded with `seed`.
     pub fn new(rate: f64, seed: u64) -> LossStage {
+        LossStage::scheduled(&Schedule::constant(rate), seed)
+    }
+
+    /// Loss with the probability `schedule` gives at each packet's arrival.
+    pub fn scheduled(schedule: &Schedule, seed: u64) -> LossStage {
         LossStage {
-            rate,
+            rate: schedule.clone(),
             rng: SmallRng::seed_from_u64(seed),
             passed: Passed::default(),
         }
@@ -535,9 +594,9 @@ impl LossStage {
 }
 
 impl LossStage {
-    /// Drops the packet with probability `rate`, else passes it on unchanged at `t`.
+    /// Drops the packet with probability `rate(t)`, else passes it on unchanged at `t`.
     pub fn push(&mut self, t: u64, pkt: Packet) {
-        let lost = self.rng.random::<f64>() < self.rate;
+        let lost = self.rng.random::<f64>() < self.rate.at(t);
         self.passed.admit(!lost, t, pkt);
     }
     /// Packets dropped so far.
@@ -1120,6 +1179,98 @@ mod tests {
             "dropped {d} of 200000 at p=0.004"
         );
         assert_eq!(run(1), d);
+    }
+
+    /// A reactive cross flow (Reno, 100 ms round trip beyond the link) alone on a 12 Mbit/s
+    /// link (one packet per ms) with a 10-packet DropTail queue: in congestion avoidance, each
+    /// loss halves its window, and the link carries about half as much in the two round trips
+    /// after as in the two before.
+    #[test]
+    fn a_reactive_cross_flow_halves_its_window_and_rate_on_loss() {
+        let trace = Trace {
+            opportunities_ms: vec![1],
+        };
+        let spec = CrossFlows::parse("1,100").unwrap();
+        let mut link = LinkStage::new(&trace, QueueSpec::droptail_packets(10), 0)
+            .cross_flows(&spec)
+            .logged();
+        let mut departures = Vec::new();
+        let mut events = Vec::new();
+        for ms in 0..30_000 {
+            link.advance(ms * MS);
+            link.take_events(&mut events);
+            departures.extend(events.drain(..).filter_map(|e| match e {
+                LinkEvent::CrossDeparture { t, .. } => Some(t),
+                _ => None,
+            }));
+        }
+        assert!(link.pop_due(30_000 * MS).is_none(), "nothing is handed on");
+        let reductions = link.reactive().unwrap().reductions(0).to_vec();
+        // The first comes out of slow start; the sawtooth follows.
+        // Slow start ends in a loss, and the tail of its overshoot in a timeout (cwnd 1: no
+        // later packet is acknowledged); the sawtooth of congestion avoidance follows.
+        let sawtooth: Vec<_> = reductions.iter().filter(|r| r.0 > 1000 * MS).collect();
+        assert!(sawtooth.len() >= 3, "{reductions:?}");
+        let count =
+            |from: u64, to: u64| departures.iter().filter(|t| (from..to).contains(t)).count();
+        for &&(t, before, after) in &sawtooth {
+            assert!((after - before / 2.0).abs() < 1e-9, "{before} → {after}");
+            // The window peaks near the path's capacity: 100 in flight + 10 queued.
+            assert!((100.0..=125.0).contains(&before), "peak {before}");
+            let (was, is) = (count(t - 200 * MS, t), count(t + 10 * MS, t + 210 * MS));
+            let ratio = is as f64 / was as f64;
+            assert!(
+                (0.4..=0.65).contains(&ratio),
+                "at {} ms: {was} packets in the 200 ms before, {is} after",
+                t / MS
+            );
+        }
+    }
+
+    /// `pt-delay-schedule`: 20 ms until 5 ms in, then 80, then 2 from 10 ms. Each packet takes
+    /// the delay in force when it arrives; when the delay falls, later packets wait behind
+    /// earlier ones instead of overtaking them.
+    #[test]
+    fn delay_schedule_steps_at_its_times_and_keeps_order() {
+        let schedule = Schedule {
+            times_ns: vec![0, 5 * MS, 10 * MS],
+            values: vec![20.0, 80.0, 2.0],
+        };
+        let mut p = Pipeline::new(vec![AnyStage::Delay(DelayStage::scheduled(&schedule))]);
+        let arrivals = [
+            (0, 100),
+            (5 * MS - 1, 100),
+            (5 * MS, 100),
+            (10 * MS, 100),
+            (200 * MS, 100),
+        ];
+        let out = drive(&mut p, &arrivals, 400 * MS);
+        let departures: Vec<u64> = out.iter().map(|o| o.0).collect();
+        assert_eq!(
+            departures,
+            [20 * MS, 25 * MS - 1, 85 * MS, 85 * MS, 202 * MS],
+            "the packet at 10 ms (2 ms delay) leaves with the one ahead of it, at 85 ms"
+        );
+    }
+
+    /// `pt-loss-schedule`: nothing lost until 1 s, everything from 1 s to 2 s, nothing after.
+    #[test]
+    fn loss_schedule_drops_by_arrival_time() {
+        let schedule = Schedule {
+            times_ns: vec![0, 1000 * MS, 2000 * MS],
+            values: vec![0.0, 1.0, 0.0],
+        };
+        let mut s = LossStage::scheduled(&schedule, 7);
+        let mut passed = Vec::new();
+        for ms in (0..3000).step_by(10) {
+            s.push(ms * MS, pkt(1));
+            while let Some((t, _)) = s.pop_due(ms * MS) {
+                passed.push(t / MS);
+            }
+        }
+        assert_eq!(s.dropped(), 100);
+        assert!(passed.iter().all(|t| !(1000..2000).contains(t)));
+        assert_eq!(passed.len(), 200);
     }
 
     #[test]

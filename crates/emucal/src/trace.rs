@@ -107,13 +107,20 @@ impl Trace {
 
     /// Reads and parses a trace file.
     pub fn load(path: &Path) -> Result<Trace, TraceError> {
+        let (file, text) = Trace::read_text(path)?;
+        Trace::parse(&text, &file)
+    }
+
+    /// The name (for errors) and text of a trace or schedule file read as
+    /// [`Trace::read_file`] does; errors if it is not UTF-8 text.
+    pub fn read_text(path: &Path) -> Result<(String, String), TraceError> {
         let bytes = Trace::read_file(path)?;
         let file = path.display().to_string();
         let text = String::from_utf8(bytes).map_err(|e| TraceError::Io {
             file: file.clone(),
             message: format!("not a text file ({e})"),
         })?;
-        Trace::parse(&text, &file)
+        Ok((file, text))
     }
 
     /// The bytes of trace file `path`, if it is a regular file of at most [`MAX_TRACE_BYTES`]

@@ -371,6 +371,35 @@ pub fn analyze_dir_with(
     registry: &Registry,
     baseline: Option<&Path>,
 ) -> anyhow::Result<Analysis> {
+    analyze_dir_opts(
+        dir,
+        registry,
+        &AnalyzeOptions {
+            baseline,
+            stats_only: false,
+        },
+    )
+}
+
+/// How `pantheon analyze` analyses a directory.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AnalyzeOptions<'a> {
+    /// A mix's solo runs ([`analyze_dir_with`]).
+    pub baseline: Option<&'a Path>,
+    /// `--stats-only`: the stats logs, `pantheon_perf.json` and the summary, without any plot
+    /// or the report (Pantheon's `analyze.py --analyze-schemes` without `plot.py`'s figures
+    /// and `report.py`).
+    pub stats_only: bool,
+}
+
+/// [`analyze_dir_with`] with every option.
+pub fn analyze_dir_opts(
+    dir: &Path,
+    registry: &Registry,
+    opts: &AnalyzeOptions,
+) -> anyhow::Result<Analysis> {
+    let baseline = opts.baseline;
+    let draw = !opts.stats_only;
     let meta = Metadata::read(dir)?;
     let baseline = match baseline.or(meta.baseline.as_deref().map(Path::new)) {
         Some(b) if meta.mix.is_some() => load_baseline(b, registry)?,
@@ -397,7 +426,16 @@ pub fn analyze_dir_with(
             .find(|r| r.scheme == scheme && r.run_id == run_id);
         let rr = match recorded {
             None if recorded_here => unrecorded(run_id),
-            _ => analyze_run(dir, &meta, &scheme, run_id, recorded, registry, &baseline)?,
+            _ => {
+                let run = RunContext {
+                    dir,
+                    meta: &meta,
+                    registry,
+                    baseline: &baseline,
+                    draw,
+                };
+                analyze_run(&run, &scheme, run_id, recorded)?
+            }
         };
         write_stats_log(dir, &scheme, &rr)?;
         results.entry(scheme).or_default().push(rr);
@@ -407,8 +445,10 @@ pub fn analyze_dir_with(
     let transfers = transfer_report(dir, &meta, &results, registry);
     let summary_md = summary_markdown(dir, &meta, &results, registry, &transfers);
     write_atomic(&dir.join("pantheon_summary.md"), summary_md.as_bytes())?;
-    summary_plots(dir, &meta, &results, registry)?;
-    write_report(dir, &meta, &results, registry, &transfers)?;
+    if draw {
+        summary_plots(dir, &meta, &results, registry)?;
+        write_report(dir, &meta, &results, registry, &transfers)?;
+    }
     Ok(Analysis { summary_md, perf })
 }
 
@@ -430,18 +470,28 @@ fn unrecorded(run_id: u32) -> RunResult {
     }
 }
 
+/// What every run of a directory's analysis shares.
+struct RunContext<'a> {
+    dir: &'a Path,
+    meta: &'a Metadata,
+    registry: &'a Registry,
+    baseline: &'a BTreeMap<String, Solo>,
+    /// Draw the run's plots (not with `--stats-only`).
+    draw: bool,
+}
+
 /// One run: its logs → statistics, plots and warnings, unless the runner recorded it as
 /// failed or interrupted. Logs that cannot be read fail the run, not the analysis; an error in
 /// the metrics of logs that were read does fail it.
 fn analyze_run(
-    dir: &Path,
-    meta: &Metadata,
+    ctx: &RunContext,
     scheme: &str,
     run_id: u32,
     recorded: Option<&RunRecord>,
-    registry: &Registry,
-    baseline: &BTreeMap<String, Solo>,
 ) -> anyhow::Result<RunResult> {
+    let RunContext {
+        dir, meta, draw, ..
+    } = *ctx;
     let mut rr = RunResult {
         run_id,
         outcome: recorded.map_or(RunOutcome::Ok, |r| r.outcome.clone()),
@@ -508,33 +558,58 @@ fn analyze_run(
             stats.total.negative_delays
         ));
     }
-    if let Err(e) = run_plots(dir, scheme, run_id, &frames, &stats) {
+    if let Err(e) = draw
+        .then(|| run_plots(dir, scheme, run_id, &frames, &stats))
+        .transpose()
+    {
         rr.flags.push(format!("plots not drawn: {e:#}"));
     }
     if let Some(mix) = meta.mix.as_ref().filter(|m| m.name == scheme) {
-        let ts = analyzer::timeseries::time_series(
-            &frames.arrivals,
-            &frames.departures,
-            frames.opportunities.as_ref(),
+        rr.competition = Some(run_competition(
+            ctx,
+            mix,
+            scheme,
+            run_id,
+            &frames,
             &stats,
-            SHARING_BUCKET_MS,
-        )?;
-        let c = competition(mix, &frames, &ts, &stats, baseline)
-            .with_context(|| format!("competition of {scheme} run {run_id}"))?;
-        let fine = analyzer::timeseries::time_series(
-            &frames.arrivals,
-            &frames.departures,
-            frames.opportunities.as_ref(),
-            &stats,
-            PLOT_BIN_MS,
-        )?;
-        if let Err(e) = competition_plot(dir, scheme, run_id, mix, [&fine, &ts], registry) {
-            rr.flags.push(format!("competition plot not drawn: {e:#}"));
-        }
-        rr.competition = Some(c);
+            &mut rr.flags,
+        )?);
     }
     rr.stats = Some(stats);
     Ok(rr)
+}
+
+/// A mixed run's competition ([`competition`]) and, unless `--stats-only`, its plot (a plot
+/// that cannot be drawn is a note in `flags`).
+fn run_competition(
+    ctx: &RunContext,
+    mix: &Mix,
+    scheme: &str,
+    run_id: u32,
+    frames: &analyzer::ingest::RunFrames,
+    stats: &RunStats,
+    flags: &mut Vec<String>,
+) -> anyhow::Result<Competition> {
+    let series = |bin_ms| {
+        analyzer::timeseries::time_series(
+            &frames.arrivals,
+            &frames.departures,
+            frames.opportunities.as_ref(),
+            stats,
+            bin_ms,
+        )
+    };
+    let ts = series(SHARING_BUCKET_MS)?;
+    let c = competition(mix, frames, &ts, stats, ctx.baseline)
+        .with_context(|| format!("competition of {scheme} run {run_id}"))?;
+    if ctx.draw {
+        let fine = series(PLOT_BIN_MS)?;
+        let plotted = competition_plot(ctx.dir, scheme, run_id, mix, [&fine, &ts], ctx.registry);
+        if let Err(e) = plotted {
+            flags.push(format!("competition plot not drawn: {e:#}"));
+        }
+    }
+    Ok(c)
 }
 
 /// How the flows of a run of `mix` competed: each flow's measured start and metrics, and

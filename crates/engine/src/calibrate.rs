@@ -239,6 +239,8 @@ fn initial_guess(o: &Observations) -> Option<Candidate> {
         queue_packets: (in_flight - packets_per_ms(rate) * delay).max(1.0).round() as u32,
         loss: o.loss.iter().copied().reduce(f64::min).unwrap_or(0.0),
         delivery: Delivery::Trace,
+        cross_mbps: 0.0,
+        host_buffer_bytes: 0,
     })
 }
 
@@ -269,6 +271,12 @@ pub struct CalibrateOptions {
     pub queue_packets: Option<(u32, u32)>,
     /// Loss bounds, fraction.
     pub loss: Option<(f64, f64)>,
+    /// Uplink cross traffic bounds, Mbit/s: searched as a fifth parameter when given
+    /// (`--cross-traffic LOW,HIGH`); `None`: candidates carry none.
+    pub cross_mbps: Option<(f64, f64)>,
+    /// End hosts' TCP buffer maximum bounds, bytes: searched (log₂ scale) when given
+    /// (`--host-buffers LOW,HIGH`); `None`: `hosts`, or the machine's own.
+    pub host_buffer_bytes: Option<(u64, u64)>,
     /// Output directory.
     pub out_dir: PathBuf,
     /// Seed of the search and of the emulator's loss.
@@ -335,6 +343,7 @@ pub fn calibrate(
     let bounds = resolve_bounds(&target.observations, opts)?;
 
     let log_path = out.join("search.log");
+    SearchIdentity::of(target, opts).check_or_write(&out.join(SearchIdentity::FILE))?;
     let mut evals = resume(&log_path, target, opts)?;
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -378,6 +387,72 @@ pub fn calibrate(
     })?;
     write_outputs(target, opts, registry, &outcome, &evals, started.elapsed())?;
     Ok(outcome)
+}
+
+/// What a search's evaluations measured, beyond the candidate each log line names: kept in
+/// `OUT/search-identity.json` when a search starts, so that resuming with flags that change
+/// what a candidate's figures mean (another target, runtime, run count, simulated time, end
+/// hosts, or cross traffic or host buffers searched or not) is refused instead of mixing two searches' figures.
+/// `--max-evals`, `--delivery`, `--jobs` and the seed may change between runs: they change how
+/// far the search goes, not what it measured.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct SearchIdentity {
+    target: String,
+    schemes: Vec<String>,
+    runtime_s: f64,
+    run_times: u32,
+    simulate: bool,
+    hosts: String,
+    cross_traffic_searched: bool,
+    host_buffers_searched: bool,
+}
+
+impl SearchIdentity {
+    const FILE: &'static str = "search-identity.json";
+
+    fn of(target: &Target, opts: &CalibrateOptions) -> SearchIdentity {
+        SearchIdentity {
+            target: target.source.clone(),
+            schemes: target.schemes.keys().cloned().collect(),
+            runtime_s: opts.runtime.as_secs_f64(),
+            run_times: opts.run_times,
+            simulate: opts.simulate,
+            hosts: opts
+                .hosts
+                .iter()
+                .flat_map(Shell::words)
+                .collect::<Vec<_>>()
+                .join(" "),
+            cross_traffic_searched: opts.cross_mbps.is_some(),
+            host_buffers_searched: opts.host_buffer_bytes.is_some(),
+        }
+    }
+
+    /// Compares with the identity recorded in `file` (errors name the first key that differs
+    /// and both values), or records this one there if there is none (a new search, or one
+    /// started before identities were kept).
+    fn check_or_write(&self, file: &Path) -> anyhow::Result<()> {
+        let mine = serde_json::to_value(self)?;
+        if !file.exists() {
+            return std::fs::write(file, serde_json::to_string_pretty(&mine)? + "\n")
+                .with_context(|| format!("write {}", file.display()));
+        }
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
+        let earlier: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a search identity", file.display()))?;
+        for (key, now) in mine.as_object().expect("a struct") {
+            let then = &earlier[key];
+            if then != now {
+                bail!(
+                    "{}: this search was started with {key} = {then}, now {now}: its evaluations \
+                     measured something else; use another --out, or the same flags to resume",
+                    file.display()
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The evaluations of an earlier calibration with the same `--out` (`search.log`), to resume
@@ -427,6 +502,8 @@ fn resolve_bounds(o: &Observations, opts: &CalibrateOptions) -> anyhow::Result<B
             delay_ms: (0, 1),
             queue_packets: (1, 2),
             loss: (0.0, 0.1),
+            cross_mbps: None,
+            host_buffer_bytes: None,
         },
         Err(e) => return Err(e).context("derive the search bounds from the target"),
     };
@@ -434,6 +511,11 @@ fn resolve_bounds(o: &Observations, opts: &CalibrateOptions) -> anyhow::Result<B
     b.delay_ms = opts.delay_ms.unwrap_or(b.delay_ms);
     b.queue_packets = opts.queue_packets.unwrap_or(b.queue_packets);
     b.loss = opts.loss.unwrap_or(b.loss);
+    b.cross_mbps = opts.cross_mbps;
+    b.host_buffer_bytes = opts.host_buffer_bytes;
+    if b.host_buffer_bytes.is_some() && !opts.hosts.is_empty() {
+        bail!("--host-buffers searches the end hosts' buffers and --hosts fixes them: give one");
+    }
     b.check()?;
     Ok(b)
 }
@@ -696,6 +778,8 @@ pub fn run_step(request: &Path) -> anyhow::Result<StepResult> {
             delay_ms: None,
             queue_packets: None,
             loss: None,
+            cross_mbps: None,
+            host_buffer_bytes: None,
             out_dir: r.out_dir.clone(),
             seed: r.seed,
             // The caller removes the evaluation's directory (this request in it).
@@ -865,6 +949,54 @@ fn write_plots(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A search records what it measured; resuming with the same is fine, with another
+    /// runtime, hosts or cross-traffic search is refused naming the key and both values.
+    #[test]
+    fn a_resumed_search_must_measure_the_same_thing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(SearchIdentity::FILE);
+        let first = SearchIdentity {
+            target: "real/".into(),
+            schemes: vec!["bbr".into(), "cubic".into()],
+            runtime_s: 5.0,
+            run_times: 1,
+            simulate: false,
+            hosts: String::new(),
+            cross_traffic_searched: false,
+            host_buffers_searched: false,
+        };
+        first.check_or_write(&file).unwrap();
+        first.check_or_write(&file).unwrap();
+        let changed = [
+            (
+                SearchIdentity {
+                    runtime_s: 10.0,
+                    ..first.clone()
+                },
+                "runtime_s = 5.0, now 10.0",
+            ),
+            (
+                SearchIdentity {
+                    hosts: "pt-host both tcp_rmem=1,2,3".into(),
+                    ..first.clone()
+                },
+                "hosts = \"\", now \"pt-host both tcp_rmem=1,2,3\"",
+            ),
+            (
+                SearchIdentity {
+                    cross_traffic_searched: true,
+                    ..first.clone()
+                },
+                "cross_traffic_searched = false, now true",
+            ),
+        ];
+        for (other, says) in changed {
+            let e = other.check_or_write(&file).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+            assert!(e.contains("use another --out"), "{e}");
+        }
+    }
 
     #[test]
     fn table_targets_read_csv_and_json_and_errors_name_the_line() {

@@ -77,7 +77,7 @@ pub fn check(
         let dir = work.join(name);
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
         let tag = format!("{tag}-{i}");
-        let loopback_mbps = if scheme.loopback_check {
+        let loopback_mbps = if scheme.loopback_check && scheme.guest.is_none() {
             match check_loopback(scheme, runtime, &dir, &tag) {
                 Ok(mbps) => Some(mbps),
                 Err(why) => {
@@ -148,10 +148,14 @@ fn check_emulated(
         RunOutcome::Ok => {
             let frames = analyzer::ingest::read_run(&plan.data_dir, &scheme.name, 1)?;
             let s = frames.stats()?;
-            let loopback = loopback_mbps.map_or(
-                "loopback not run (its sides cannot share a namespace)".to_owned(),
-                |m| format!("loopback {m:.0} Mbit/s"),
-            );
+            let loopback = match (loopback_mbps, &scheme.guest) {
+                (Some(m), _) => format!("loopback {m:.0} Mbit/s"),
+                (None, Some(g)) => format!(
+                    "loopback not run (its {} runs in a guest kernel)",
+                    g.sides.join(" and ")
+                ),
+                (None, None) => "loopback not run (its sides cannot share a namespace)".to_owned(),
+            };
             let figures = format!(
                 "{loopback}; emulated {:.2} Mbit/s, p95 one-way delay {}, loss {:.2} %",
                 s.total.tput_mbps,

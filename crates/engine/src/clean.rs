@@ -22,12 +22,15 @@ pub struct Removed {
     pub namespaces: Vec<String>,
     /// `pantheon shell` NAT rules (`iptables -t nat` POSTROUTING, by comment).
     pub nat_rules: Vec<String>,
+    /// Guests' job directories (`pantheon-guests-<pid>-…` in the temporary directory; their
+    /// QEMU processes die with their owner, and are in its namespaces anyway).
+    pub guest_jobs: Vec<String>,
 }
 
 impl Removed {
     /// Nothing was left behind.
     pub fn is_empty(&self) -> bool {
-        self.namespaces.is_empty() && self.nat_rules.is_empty()
+        self.namespaces.is_empty() && self.nat_rules.is_empty() && self.guest_jobs.is_empty()
     }
 }
 
@@ -37,6 +40,7 @@ pub fn remove_orphans() -> Removed {
     Removed {
         namespaces: netns::remove_orphans(OWNED_PREFIXES),
         nat_rules: remove_orphan_nat_rules(),
+        guest_jobs: crate::guests::remove_orphan_jobs(),
     }
 }
 
@@ -87,6 +91,13 @@ pub fn describe(r: &Removed) -> String {
             "{} NAT rule(s) ({})",
             r.nat_rules.len(),
             r.nat_rules.join(", ")
+        ));
+    }
+    if !r.guest_jobs.is_empty() {
+        parts.push(format!(
+            "{} guest job directory(ies) ({})",
+            r.guest_jobs.len(),
+            r.guest_jobs.join(", ")
         ));
     }
     parts.join(", ")

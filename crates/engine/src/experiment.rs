@@ -318,11 +318,7 @@ pub fn local(setup: Local, registry: &Registry, events: &dyn Events) -> anyhow::
         .emulator
         .as_ref()
         .context("a local experiment needs an emulated path")?;
-    for trace in trace_files(emulator) {
-        if !write_traces.iter().any(|(t, _)| *t == trace) {
-            emucal::trace::Trace::load(&trace)?;
-        }
-    }
+    check_files(emulator, &write_traces)?;
     let baseline = baseline
         .as_deref()
         .map(|b| plan.check_baseline(b))
@@ -391,19 +387,26 @@ pub fn local(setup: Local, registry: &Registry, events: &dyn Events) -> anyhow::
     finish(&plan, registry, ran)
 }
 
-/// The trace files of `emulator`'s mm-link shells.
-fn trace_files(emulator: &Emulator) -> Vec<PathBuf> {
-    let mut files = Vec::new();
+/// Reads every file `emulator` needs — its mm-link traces but those about to be written
+/// (`write_traces`), its schedule files — before anything is created. Errors name the file
+/// (and line) of the first missing or malformed one.
+fn check_files(emulator: &Emulator, write_traces: &[(PathBuf, f64)]) -> anyhow::Result<()> {
     for shell in &emulator.shells {
-        if let Shell::Link(link) = shell {
-            for t in [&link.uplink_trace, &link.downlink_trace] {
-                if !files.contains(t) {
-                    files.push(t.clone());
+        match shell {
+            Shell::Link(link) => {
+                for t in [&link.uplink_trace, &link.downlink_trace] {
+                    if !write_traces.iter().any(|(w, _)| w == t) {
+                        emucal::trace::Trace::load(t)?;
+                    }
                 }
             }
+            Shell::Schedule { kind, file, .. } => {
+                emucal::schedule::Schedule::load(file, *kind)?;
+            }
+            _ => {}
         }
     }
-    files
+    Ok(())
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@
 //! - [`clean`]: what killed commands left behind (namespaces named after a dead pid), removed.
 //! - [`compare`]: `pantheon compare A B`, two results directories side by side.
 //! - [`calibrate`]: `pantheon calibrate`, an emulator fitted to a real path's results.
+//! - [`emulators`]: `pantheon emulators import`, iBoxNet's profiles into the emulator library.
 //! - [`rootless`]: commands that create namespaces, run by an ordinary user inside a user
 //!   namespace of their own.
 //! - [`slurm`]: Slurm's command-line tools (`sbatch`, `squeue`, `scancel`, `srun`), for the
@@ -49,9 +50,12 @@ pub mod calibrate;
 pub mod check;
 pub mod clean;
 pub mod compare;
+pub mod emulators;
 pub mod experiment;
+pub mod guests;
 pub mod mix;
 pub mod plan;
+pub mod process;
 pub mod provenance;
 pub mod record;
 pub mod rootless;

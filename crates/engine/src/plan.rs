@@ -363,8 +363,9 @@ impl ExperimentPlan {
     }
 
     /// The emulated path as a value ([`Metadata::emulator_identity`]): the emulator's command
-    /// line with every trace named by the SHA-256 of its content, `content(trace)` giving the
-    /// bytes (the file's, or those about to be written into it). `None` without an emulator.
+    /// line with every trace and schedule file named by the SHA-256 of its content,
+    /// `content(file)` giving the bytes (the file's, or those about to be written into it).
+    /// `None` without an emulator.
     /// Errors: `content`'s.
     pub fn path_identity(
         &self,

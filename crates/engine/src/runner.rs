@@ -20,12 +20,10 @@
 //! its flow has a workload and it exited successfully: its transfers were done (`bytes=N`),
 //! and when every flow's were, the run ends.
 
-use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use emucal::host::{HostLimits, HostSide};
@@ -37,8 +35,9 @@ use tunnel::io::{EndpointConfig, RunningEndpoint};
 use tunnel::log::{LogFormat, Role};
 
 use crate::plan::ExperimentPlan;
+pub use crate::process::{spawn, spawn_with, SchemeProcess, SideOutput};
 pub use crate::record::{RunOutcome, RunRecord, INTERRUPTED, RUNS_FILE};
-use crate::schemes::{flow_stem, side_file, FlowWorkload, Scheme, Side};
+use crate::schemes::{flow_stem, FlowWorkload, Scheme, Side};
 use crate::sequence::{
     flows_of, link_log_paths, log_path, run_sequence, with_flow_delays, RunFlow, RunSpec, Sides,
     SCHEME_PORT,
@@ -50,91 +49,15 @@ pub const SERVER_PRIVATE: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 3);
 /// The sender side's tunnel address.
 pub const CLIENT_PRIVATE: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 4);
 
-/// A scheme process: its own process group, ended on drop.
-pub struct SchemeProcess {
-    what: String,
-    child: Child,
-    log: PathBuf,
-    /// The flow it belongs to (1-based).
-    flow: u16,
-    /// Whether a successful exit means its work is done (a side of a flow with a workload)
-    /// rather than a failure.
-    may_finish: bool,
-    /// Set once it exited successfully with `may_finish`.
-    finished: bool,
-}
-
-impl SchemeProcess {
-    /// Non-blocking check: `Some(description)` if it has exited and that fails the run — an
-    /// exit of a side that [may finish](SchemeProcess::finished) with status 0 does not.
-    pub fn exited(&mut self) -> Option<String> {
-        if self.finished {
-            return None;
-        }
-        match self.child.try_wait() {
-            Ok(Some(status)) if status.success() && self.may_finish => {
-                self.finished = true;
-                None
-            }
-            Ok(Some(status)) => Some(format!(
-                "{} exited early ({status}); last output: {}",
-                self.what,
-                tail(&self.log, 400)
-            )),
-            Ok(None) => None,
-            Err(e) => Some(format!("{}: {e}", self.what)),
-        }
-    }
-
-    /// Whether it exited successfully with its flow's work done (a workload's sender after
-    /// its transfers were acknowledged), as seen by the last [`SchemeProcess::exited`].
-    pub fn finished(&self) -> bool {
-        self.finished
-    }
-
-    /// SIGTERM to the group, up to 2 s grace, then SIGKILL; reaps the child.
-    pub fn stop(&mut self) {
-        let pgid = self.child.id();
-        netns::kill_group(pgid, libc::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // The group may hold grandchildren even after the leader exited.
-        netns::kill_group(pgid, libc::SIGKILL);
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for SchemeProcess {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn tail(path: &Path, max: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let t = text.trim();
-    let start = t.len().saturating_sub(max);
-    let start = (start..t.len())
-        .find(|&i| t.is_char_boundary(i))
-        .unwrap_or(t.len());
-    if t.is_empty() {
-        "(none)".into()
-    } else {
-        t[start..].replace('\n', " | ")
-    }
-}
-
 /// Everything one run creates. Fields drop in declaration order: processes first, then
 /// tunnels, the emulator, and last the namespaces they live in.
 #[derive(Default)]
 pub struct RunResources {
-    /// The scheme's sender and receiver processes, one pair per flow.
+    /// The scheme's sender and receiver processes, one pair per flow (a side in a guest: its
+    /// QEMU).
     pub processes: Vec<SchemeProcess>,
+    /// The sides that run in guests, and their job directories ([`crate::guests`]).
+    pub guests: crate::guests::GuestSides,
     /// The tunnel endpoints, two per flow.
     pub endpoints: Vec<RunningEndpoint>,
     /// The emulated path, if this side runs it.
@@ -355,18 +278,49 @@ fn drive_run(
     progress: &dyn Fn(f64),
 ) -> anyhow::Result<()> {
     let path = &with_flow_delays(path, run.flows);
-    let (host, emu) = start_emulator(plan, path, run.name, run.run_id, run.tag, res)?;
     let mut namespaces = Vec::new();
     for flow in 1..=run.flows.len() {
+        let flow = u16::try_from(flow).context("too many flows")?;
+        let rx = res.netns(format!("{}-rx{flow}", run.tag))?;
+        let tx = res.netns(format!("{}-tx{flow}", run.tag))?;
+        namespaces.push((rx, tx));
+    }
+    // Sides in guest kernels boot first, before the emulator, the tunnels and their logs
+    // start.
+    let place = |flow: u16, side: Side| {
+        let (rx, tx) = namespaces[usize::from(flow) - 1];
+        match side {
+            Side::Receiver => (rx, SERVER_PRIVATE, CLIENT_PRIVATE),
+            Side::Sender => (tx, CLIENT_PRIVATE, SERVER_PRIVATE),
+        }
+    };
+    let mut booted = crate::guests::Booted::default();
+    let result = crate::guests::boot(
+        run.flows,
+        path,
+        &place,
+        &res.namespaces,
+        (&plan.data_dir, run.name, run.run_id),
+        &mut booted,
+    );
+    res.processes.append(&mut booted.processes);
+    res.guests = booted.guests;
+    record.notes.extend(booted.notes);
+    result?;
+    // The emulator after the guests: its clock (a trace's time 0) starts with the run's
+    // setup, as without guests.
+    let (host, emu) = start_emulator(plan, path, run.name, run.run_id, run.tag, res)?;
+    for (i, &flow_ns) in namespaces.iter().enumerate() {
         let files = TunnelLogs {
             dir: &plan.data_dir,
             scheme: run.name,
             run_id: run.run_id,
-            flow: u16::try_from(flow).context("too many flows")?,
+            flow: u16::try_from(i + 1).context("too many flows")?,
         };
-        namespaces.push(start_tunnel_pair(&files, run.tag, res, host, emu)?);
+        start_tunnel_pair(&files, res, (host, emu), flow_ns)?;
     }
     wait_for_tunnels(res)?;
+    res.guests.reroute(&res.namespaces)?;
     if let Some(note) = set_host_limits(path, res, &namespaces)? {
         record.notes.push(note);
     }
@@ -483,19 +437,16 @@ impl TunnelLogs<'_> {
     }
 }
 
-/// Step 1b: one flow's two namespaces and its tunnel pair (the server's outside in the host
+/// Step 1b: one flow's tunnel pair in its two namespaces (the server's outside in the host
 /// namespace, the client's in the emulator's, dialling across the path). The handshake is not
 /// awaited here ([`wait_for_tunnels`]).
 fn start_tunnel_pair(
     logs: &TunnelLogs,
-    tag: &str,
     res: &mut RunResources,
-    host: usize,
-    emu: usize,
-) -> anyhow::Result<FlowNamespaces> {
+    (host, emu): (usize, usize),
+    (rx, tx): FlowNamespaces,
+) -> anyhow::Result<()> {
     let flow = logs.flow;
-    let rx = res.netns(format!("{tag}-rx{flow}"))?;
-    let tx = res.netns(format!("{tag}-tx{flow}"))?;
     let config = |role, sender_side, ingress_log, egress_log, (local, peer), udp_addr| {
         EndpointConfig {
             role,
@@ -542,7 +493,7 @@ fn start_tunnel_pair(
     )
     .context("start tunnel client")?;
     res.endpoints.push(client);
-    Ok((rx, tx))
+    Ok(())
 }
 
 /// Waits up to 10 s for every tunnel's handshake; the error gives the endpoints' own.
@@ -634,6 +585,18 @@ impl Sides for LocalSides<'_> {
             SCHEME_PORT,
             workload.as_ref(),
         );
+        if let Some(job) = self.res.guests.job(flow, side).map(Path::to_owned) {
+            crate::guests::GuestSides::hand_over(&job, &argv)?;
+            if let Some(p) = self
+                .res
+                .processes
+                .iter_mut()
+                .find(|p| p.guest_job.as_deref() == Some(job.as_path()))
+            {
+                p.may_finish = workload.is_some();
+            }
+            return Ok(Vec::new());
+        }
         let mut p = spawn(
             &self.res.namespaces[ns],
             &argv,
@@ -716,41 +679,6 @@ pub fn install_qdisc(q: &str, senders: &[&NetNs]) -> String {
             error.lines().last().unwrap_or("").trim()
         )
     }
-}
-
-/// Starts `argv` (one side of a scheme) inside `ns`, in a process group of its own, with its
-/// output in `<dir>/<scheme>_run<N>_flow<i>.<side>.out`.
-pub fn spawn(
-    ns: &NetNs,
-    argv: &[String],
-    dir: &Path,
-    scheme: &str,
-    run_id: u32,
-    flow: usize,
-    side: Side,
-) -> anyhow::Result<SchemeProcess> {
-    let side_name = side.name();
-    let flow_id = u16::try_from(flow).unwrap_or(u16::MAX);
-    let log = side_file(&flow_stem(dir, scheme, run_id, flow_id), side, "out");
-    let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
-    let err = out.try_clone()?;
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    ns.spawn_into(&mut cmd);
-    let child = cmd
-        .spawn()
-        .with_context(|| format!("start {side_name} `{}`", argv.join(" ")))?;
-    Ok(SchemeProcess {
-        what: format!("{side_name} of flow {flow} (`{}`)", argv.join(" ")),
-        child,
-        log,
-        flow: flow_id,
-        may_finish: false,
-        finished: false,
-    })
 }
 
 fn check_processes(res: &mut RunResources) -> anyhow::Result<()> {

@@ -205,6 +205,11 @@ pub struct Scheme {
     /// (a unit test checks).
     #[serde(default)]
     pub pantheon: Option<Provenance>,
+    /// A guest kernel of its own for one or both sides (issue 51, [`guest`]): `kernel` (a
+    /// Debian `linux-image-<kernel>`), `modules`, `sysctls`, `qdisc`, `sides`; `None`: both
+    /// sides run on the host.
+    #[serde(default)]
+    pub guest: Option<guest::GuestSpec>,
     /// The receiver side.
     pub receiver: SideCommand,
     /// The sender side.
@@ -425,6 +430,18 @@ impl Scheme {
         out
     }
 
+    /// Errors on a `[guest]` table ([`guest::GuestSpec::validate`]) or a `[source]` table
+    /// ([`Source::check`]) that cannot be used.
+    fn check_guest_and_source(&self) -> anyhow::Result<()> {
+        if let Some(g) = &self.guest {
+            g.validate()?;
+        }
+        if let Some(src) = &self.source {
+            src.check()?;
+        }
+        Ok(())
+    }
+
     /// Why this scheme cannot run on this machine, or `None` if it can.
     pub fn unavailable_reason(&self, system: &SystemInfo) -> Option<String> {
         if let Some(src) = self.source.as_ref().filter(|s| !s.is_built(&tools_dir())) {
@@ -458,6 +475,10 @@ impl Scheme {
                 self.name
             ));
         }
+        if let Some(g) = &self.guest {
+            // Its congestion control is the guest kernel's, not the host's.
+            return guest::Kernel::new(&g.kernel).unavailable_reason();
+        }
         if let Some(cc) = &self.tcp_congestion_control {
             if !system.available_cc.iter().any(|c| c == cc) {
                 return Some(format!(
@@ -474,7 +495,26 @@ impl Scheme {
     /// Remarks about running here that do not prevent it.
     pub fn notes(&self, system: &SystemInfo) -> Vec<String> {
         let mut notes = Vec::new();
-        if let Some(cc) = &self.tcp_congestion_control {
+        if let Some(g) = &self.guest {
+            let kernel = guest::Kernel::new(&g.kernel);
+            notes.push(format!(
+                "{} in a guest kernel of its own: Linux {} (Debian linux-image-{}), {}",
+                g.sides.join(" and "),
+                g.kernel,
+                g.kernel,
+                kernel
+                    .accel()
+                    .map_or("not prepared yet".into(), |a| format!(
+                        "run with {}",
+                        a.describe()
+                    ))
+            ));
+        }
+        if let Some(cc) = self
+            .tcp_congestion_control
+            .as_ref()
+            .filter(|_| self.guest.is_none())
+        {
             if !system.allowed_cc.iter().any(|c| c == cc) {
                 notes.push(format!(
                     "{cc} is not in net.ipv4.tcp_allowed_congestion_control: fine for the runner \
@@ -568,6 +608,14 @@ impl Scheme {
             .filter(|l| !l.is_empty())
             .unwrap_or_else(|| format!("{program} (no --version)"));
         match &self.tcp_congestion_control {
+            Some(cc) if self.guest.is_some() => {
+                let g = self.guest.as_ref().expect("checked");
+                format!(
+                    "{own}; kernel tcp_{cc}, guest Linux {} ({})",
+                    g.kernel,
+                    g.sides.join(" and ")
+                )
+            }
             Some(cc) => {
                 let release =
                     std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -734,12 +782,11 @@ impl Registry {
                     message,
                 });
             }
-            if let Some(src) = &s.source {
-                src.check().map_err(|e| RegistryError::Descriptor {
+            s.check_guest_and_source()
+                .map_err(|e| RegistryError::Descriptor {
                     file: file.to_owned(),
                     message: e.to_string(),
                 })?;
-            }
             schemes.insert(s.name.clone(), s);
             Ok(())
         };
@@ -1110,15 +1157,22 @@ mod tests {
             available_cc: vec!["reno".into(), "cubic".into()],
             allowed_cc: vec!["reno".into()],
         };
-        let vegas = r.get("vegas").unwrap();
+        // Vegas as the host would run it (its descriptor runs it in a guest kernel).
+        let mut host_vegas = r.get("vegas").unwrap().clone();
+        host_vegas.guest = None;
         // CI installs both (scripts/test.sh) before the tests.
         if ["iperf3", "pantheon-tcp"]
             .iter()
             .all(|p| find_program(p).is_some())
         {
-            let why = vegas.unavailable_reason(&sys).unwrap();
+            let why = host_vegas.unavailable_reason(&sys).unwrap();
             assert!(why.contains("tcp_vegas is not available"), "{why}");
             assert!(r.get("cubic").unwrap().unavailable_reason(&sys).is_none());
+            // In its guest, the host's congestion controls do not matter: CI prepares the
+            // guest kernel (`pantheon schemes setup vegas` in scripts/test.sh).
+            let vegas = r.get("vegas").unwrap();
+            assert_eq!(vegas.unavailable_reason(&sys), None);
+            assert!(vegas.notes(&sys).join(" ").contains("guest kernel"));
         }
         let notes = r.get("cubic").unwrap().notes(&sys).join(" ");
         assert!(notes.contains("tcp_allowed_congestion_control"));

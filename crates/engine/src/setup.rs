@@ -62,9 +62,15 @@ pub fn setup_all(schemes: &[&Scheme]) -> Vec<SetupOutcome> {
 
 fn setup_one(s: &Scheme, apt_updated: &mut bool, warnings: &mut Vec<String>) -> anyhow::Result<()> {
     let deps = &s.dependencies;
+    // A guest side needs QEMU and what builds its initramfs.
+    let guest_packages: Vec<String> = match &s.guest {
+        Some(_) => guest::HOST_PACKAGES.map(String::from).to_vec(),
+        None => Vec::new(),
+    };
     let missing: Vec<&String> = deps
         .apt
         .iter()
+        .chain(&guest_packages)
         .filter(|p| {
             !Command::new("dpkg")
                 .args(["-s", p.as_str()])
@@ -113,6 +119,11 @@ fn setup_one(s: &Scheme, apt_updated: &mut bool, warnings: &mut Vec<String>) -> 
         .with_context(|| format!("create the scheme tools directory {}", tools.display()))?;
     if let Some(src) = &s.source {
         crate::source::build(&s.name, src, &tools, crate::source::mirror_dir().as_deref())?;
+    }
+    if let Some(g) = &s.guest {
+        guest::Kernel::new(&g.kernel)
+            .prepare(&mut |m| tracing::info!("   guest kernel {}: {m}", g.kernel))
+            .with_context(|| format!("prepare guest kernel {}", g.kernel))?;
     }
     for step in &s.setup {
         run(&mut step_command(step, &tools)?)?;

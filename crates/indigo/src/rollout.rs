@@ -12,6 +12,7 @@ use std::io;
 use std::sync::Arc;
 
 use emucal::mm::{EmulatedPath, LinkDirection, Shell};
+use emucal::schedule::ScheduleKind;
 use emucal::stage::LinkEvent;
 use sim::run::{simulate, FlowSpec, HostLatency, SimConfig, SimError, Sink};
 use tunnel::log::{Direction, Kind, Record};
@@ -32,13 +33,18 @@ pub struct TrainingEmulator {
 }
 
 /// The round-trip time of `path` without queueing, ms: twice the sum of its `mm-delay`s, plus
-/// its one-direction `pt-delay`s once.
+/// its one-direction `pt-delay`s once and its delay schedules' first values once.
 pub fn base_rtt_ms(path: &EmulatedPath) -> f64 {
     path.shells
         .iter()
         .map(|s| match s {
             Shell::Delay { ms } => 2.0 * *ms as f64,
             Shell::OneWayDelay { ms, .. } => *ms as f64,
+            Shell::Schedule {
+                kind: ScheduleKind::Delay,
+                schedule,
+                ..
+            } => schedule.at(0),
             _ => 0.0,
         })
         .sum::<f64>()

@@ -22,9 +22,15 @@ pub(crate) struct AnalyzeArgs {
     /// of refusing at once.
     #[arg(long)]
     wait_lock: bool,
+    /// Statistics only: each run's stats log, pantheon_perf.json and the summary, without the
+    /// plots and the report (Pantheon's `analyze.py --analyze-schemes` without its figures):
+    /// what a sweep or a script needs, at the speed of reading the logs.
+    #[arg(long)]
+    stats_only: bool,
 }
 
-/// Analyses the directory and prints the summary (Markdown).
+/// Analyses the directory (without plots and report with `--stats-only`) and prints the
+/// summary (Markdown).
 pub(crate) fn exec(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::load(a.schemes_dir.as_deref())?;
     // One writer at a time: a run still writing DIR, or another analysis, is not raced.
@@ -33,7 +39,11 @@ pub(crate) fn exec(a: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         .is_dir()
         .then(|| engine::experiment::lock(&a.dir, a.wait_lock))
         .transpose()?;
-    let analysis = engine::analyze::analyze_dir_with(&a.dir, &registry, a.baseline.as_deref())?;
+    let opts = engine::analyze::AnalyzeOptions {
+        baseline: a.baseline.as_deref(),
+        stats_only: a.stats_only,
+    };
+    let analysis = engine::analyze::analyze_dir_opts(&a.dir, &registry, &opts)?;
     println!("{}", analysis.summary_md);
     Ok(ExitCode::SUCCESS)
 }

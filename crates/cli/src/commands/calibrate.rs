@@ -90,6 +90,17 @@ pub(crate) struct CalibrateArgs {
     /// Uplink loss bounds, fraction (default: [0, clamp(4 × median loss, 0.1, 0.5)]).
     #[arg(long, value_name = "LOW,HIGH", value_parser = parse_range::<f64>)]
     loss: Option<(f64, f64)>,
+    /// Search other users' traffic on the path too: a constant rate of non-reactive cross
+    /// traffic on the uplink (`mm-link --uplink-cross-traffic`), Mbit/s, within LOW,HIGH (HIGH
+    /// below the highest rate searched). Default: not searched, no cross traffic.
+    #[arg(long, value_name = "LOW,HIGH", value_parser = parse_range::<f64>)]
+    cross_traffic: Option<(f64, f64)>,
+    /// Search the end hosts too: the largest TCP send and receive buffer (`pt-host both
+    /// tcp_rmem=…,MAX tcp_wmem=…,MAX`), bytes, within LOW,HIGH (LOW at least 65536), on a log
+    /// scale — what holds a flow that neither loses nor queues. Default: not searched (the
+    /// machine's own buffers, or --hosts).
+    #[arg(long, value_name = "LOW,HIGH", value_parser = parse_range::<u64>)]
+    host_buffers: Option<(u64, u64)>,
     /// Output directory.
     #[arg(long, default_value = "calibration")]
     out: PathBuf,
@@ -365,6 +376,8 @@ impl CalibrateArgs {
             delay_ms: self.delay_ms,
             queue_packets: self.queue_packets,
             loss: self.loss,
+            cross_mbps: self.cross_traffic,
+            host_buffer_bytes: self.host_buffers,
             out_dir: self.out.clone(),
             seed: self.seed,
             keep_runs: self.keep_runs,

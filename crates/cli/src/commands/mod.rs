@@ -102,9 +102,14 @@ pub(crate) enum Command {
     /// uplink|downlink MEAN_ON_S MEAN_OFF_S · mm-link UP DOWN [--uplink-queue=
     /// infinite|droptail|drophead|codel|pie --uplink-queue-args=… (and downlink) --once
     /// --uplink-log=F --downlink-log=F]; ours: mm-link's --uplink-delivery=poisson (and
-    /// downlink) and --log-format=binary, pt-policer uplink|downlink RATE_MBPS BURST_BYTES
-    /// (token bucket), pt-aggregate uplink|downlink INTERVAL_MS (burst release, e.g. ACK
-    /// aggregation). The command gets MAHIMAHI_BASE (the address of this side) and the shell
+    /// downlink), --uplink-cross-traffic=MBPS[,MBPS…] (other users' traffic at that rate),
+    /// --uplink-cross-flows=N,RTT_MS[,START_S] (N Reno flows that back off; both also downlink)
+    /// and --log-format=binary,
+    /// pt-delay uplink|downlink DELAY_MS, pt-delay-schedule and pt-loss-schedule
+    /// uplink|downlink FILE (lines `TIME_MS VALUE`: delay or loss rate from then on),
+    /// pt-policer uplink|downlink RATE_MBPS BURST_BYTES (token bucket), pt-aggregate
+    /// uplink|downlink INTERVAL_MS (burst release, e.g. ACK aggregation), pt-host
+    /// sender|receiver|both tcp_rmem=MIN,DEFAULT,MAX … (end hosts' buffers). The command gets MAHIMAHI_BASE (the address of this side) and the shell
     /// exits with the command's status. Without a command, $SHELL runs.
     Shell(shell::ShellArgs),
     /// Mahimahi packet-delivery traces.

@@ -21,7 +21,7 @@ pub(crate) struct MirrorArgs {
 impl MirrorArgs {
     /// Makes `--source-mirror` what the engine reads (`PANTHEON_SOURCE_MIRROR`): called
     /// before any thread starts.
-    fn apply(&self) -> anyhow::Result<()> {
+    pub(crate) fn apply(&self) -> anyhow::Result<()> {
         if let Some(dir) = &self.source_mirror {
             if !dir.is_dir() {
                 anyhow::bail!("--source-mirror {}: no such directory", dir.display());

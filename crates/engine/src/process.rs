@@ -1,0 +1,170 @@
+//! A scheme's side as a process: started inside its namespace in a process group of its own,
+//! its output in the side's `.out` file, checked for an early exit, and ended (SIGTERM, then
+//! SIGKILL to the group) when dropped. A side in a guest kernel is its QEMU
+//! ([`crate::guests`]), whose command's exit status the guest records.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use netns::NetNs;
+
+use crate::schemes::{flow_stem, side_file, Side};
+
+/// A scheme process: its own process group, ended on drop.
+pub struct SchemeProcess {
+    pub(crate) what: String,
+    child: Child,
+    log: PathBuf,
+    /// The flow it belongs to (1-based).
+    pub(crate) flow: u16,
+    /// Whether a successful exit means its work is done (a side of a flow with a workload)
+    /// rather than a failure.
+    pub(crate) may_finish: bool,
+    /// Set once it exited successfully with `may_finish`.
+    finished: bool,
+    /// For a side in a guest (QEMU), the guest's job directory, where it records its
+    /// command's exit status (QEMU itself exits 0 at power-off whatever the command did).
+    pub(crate) guest_job: Option<PathBuf>,
+}
+
+impl SchemeProcess {
+    /// Non-blocking check: `Some(description)` if it has exited and that fails the run — an
+    /// exit of a side that [may finish](SchemeProcess::finished) with status 0 does not.
+    pub fn exited(&mut self) -> Option<String> {
+        if self.finished {
+            return None;
+        }
+        match self.child.try_wait() {
+            Ok(Some(status)) if status.success() && self.guest_job.is_some() => {
+                let job = self.guest_job.as_deref().expect("checked");
+                match guest::exit_status(job) {
+                    Some(0) if self.may_finish => {
+                        self.finished = true;
+                        None
+                    }
+                    code => Some(format!(
+                        "{} ended early in its guest ({}); last output: {}",
+                        self.what,
+                        code.map_or(
+                            "the guest powered off before its command ended".into(),
+                            |c| { format!("exit status {c}") }
+                        ),
+                        tail(&self.log, 400)
+                    )),
+                }
+            }
+            Ok(Some(status)) if status.success() && self.may_finish => {
+                self.finished = true;
+                None
+            }
+            Ok(Some(status)) => Some(format!(
+                "{} exited early ({status}); last output: {}",
+                self.what,
+                tail(&self.log, 400)
+            )),
+            Ok(None) => None,
+            Err(e) => Some(format!("{}: {e}", self.what)),
+        }
+    }
+
+    /// What it is, for messages: "sender of flow 1 (`iperf3 …`)".
+    pub fn describe(&self) -> &str {
+        &self.what
+    }
+
+    /// Whether it exited successfully with its flow's work done (a workload's sender after
+    /// its transfers were acknowledged), as seen by the last [`SchemeProcess::exited`].
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// SIGTERM to the group, up to 2 s grace, then SIGKILL; reaps the child.
+    pub fn stop(&mut self) {
+        let pgid = self.child.id();
+        netns::kill_group(pgid, libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The group may hold grandchildren even after the leader exited.
+        netns::kill_group(pgid, libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for SchemeProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn tail(path: &Path, max: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let t = text.trim();
+    let start = t.len().saturating_sub(max);
+    let start = (start..t.len())
+        .find(|&i| t.is_char_boundary(i))
+        .unwrap_or(t.len());
+    if t.is_empty() {
+        "(none)".into()
+    } else {
+        t[start..].replace('\n', " | ")
+    }
+}
+
+/// Starts `argv` (one side of a scheme) inside `ns`, in a process group of its own, with its
+/// output in `<dir>/<scheme>_run<N>_flow<i>.<side>.out`.
+pub fn spawn(
+    ns: &NetNs,
+    argv: &[String],
+    dir: &Path,
+    scheme: &str,
+    run_id: u32,
+    flow: usize,
+    side: Side,
+) -> anyhow::Result<SchemeProcess> {
+    spawn_with(ns, argv, (dir, scheme, run_id, flow, side), &|_| {})
+}
+
+/// Where a side's output goes: (results directory, scheme, run id, flow, side).
+pub type SideOutput<'a> = (&'a Path, &'a str, u32, usize, Side);
+
+/// [`spawn`], with `configure` applied to the command before it starts (a guest's QEMU: a
+/// parent-death signal).
+pub fn spawn_with(
+    ns: &NetNs,
+    argv: &[String],
+    (dir, scheme, run_id, flow, side): SideOutput,
+    configure: &dyn Fn(&mut Command),
+) -> anyhow::Result<SchemeProcess> {
+    let side_name = side.name();
+    let flow_id = u16::try_from(flow).unwrap_or(u16::MAX);
+    let log = side_file(&flow_stem(dir, scheme, run_id, flow_id), side, "out");
+    let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
+    let err = out.try_clone()?;
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    ns.spawn_into(&mut cmd);
+    configure(&mut cmd);
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("start {side_name} `{}`", argv.join(" ")))?;
+    Ok(SchemeProcess {
+        what: format!("{side_name} of flow {flow} (`{}`)", argv.join(" ")),
+        child,
+        log,
+        flow: flow_id,
+        may_finish: false,
+        finished: false,
+        guest_job: None,
+    })
+}
