@@ -191,9 +191,6 @@ pub fn boot(
     Ok(())
 }
 
-/// The program a guest runs to set its clock from the host's (crate `guest`, `clock`).
-pub const CLOCK_PROGRAM: &str = "pantheon-guest-clock";
-
 /// One side's guest: the tap in `ns`, the job's script, QEMU started (into `booted`) and
 /// waited for; returns how long it took to come up.
 fn boot_side(
@@ -206,14 +203,9 @@ fn boot_side(
     booted: &mut Booted,
 ) -> anyhow::Result<Duration> {
     let accel = kernel.accel().context("the kernel is not prepared")?;
-    let clock = find_program(CLOCK_PROGRAM).with_context(|| {
-        format!(
-            "{CLOCK_PROGRAM} not found (next to `pantheon`, in {} or on PATH): it sets a \
-             guest's clock from the host's; `cargo build --release --workspace` builds it, \
-             scripts/install.sh installs it",
-            crate::schemes::tools_dir().join("bin").display()
-        )
-    })?;
+    // The scheme's availability checked it before anything ran.
+    let clock = find_program(guest::CLOCK_PROGRAM)
+        .with_context(|| format!("{} not found", guest::CLOCK_PROGRAM))?;
     add_tap(ns)?;
     let dir = side_out.0;
     let net = GuestNet {

@@ -447,12 +447,15 @@ impl Scheme {
         if let Some(src) = self.source.as_ref().filter(|s| !s.is_built(&tools_dir())) {
             return Some(src.not_built_reason(&self.name, source::mirror_dir().as_deref()));
         }
+        // A side in a guest also needs the program that sets the guest's clock.
+        let clock = self.guest.as_ref().map(|_| guest::CLOCK_PROGRAM);
         let missing: Vec<&str> = self
             .dependencies
             .binaries
             .iter()
-            .filter(|b| find_program(b).is_none())
             .map(String::as_str)
+            .chain(clock)
+            .filter(|b| find_program(b).is_none())
             .collect();
         if !missing.is_empty() {
             return Some(format!(

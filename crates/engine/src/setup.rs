@@ -121,6 +121,12 @@ fn setup_one(s: &Scheme, apt_updated: &mut bool, warnings: &mut Vec<String>) -> 
         crate::source::build(&s.name, src, &tools, crate::source::mirror_dir().as_deref())?;
     }
     if let Some(g) = &s.guest {
+        // The program that sets a guest's clock from the host's, built with the workspace.
+        if find_program(guest::CLOCK_PROGRAM).is_none() {
+            run(&mut cargo_command(&CargoDependency::Workspace {
+                workspace: "pantheon-guest".into(),
+            })?)?;
+        }
         guest::Kernel::new(&g.kernel)
             .prepare(&mut |m| tracing::info!("   guest kernel {}: {m}", g.kernel))
             .with_context(|| format!("prepare guest kernel {}", g.kernel))?;

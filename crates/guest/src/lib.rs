@@ -58,6 +58,10 @@ use serde::Deserialize;
 
 pub mod clock;
 
+/// The program a guest runs to set its clock from the host's ([`clock`]), built with this
+/// crate and installed next to `pantheon`.
+pub const CLOCK_PROGRAM: &str = "pantheon-guest-clock";
+
 /// A scheme descriptor's `[guest]` table: the kernel its sides run in and how that kernel is
 /// set up before the side starts.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
