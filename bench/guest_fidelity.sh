@@ -15,12 +15,15 @@
 # (BBR on this host runs without fq — its kernel has no sch_fq — and bbr_fq with it: a
 # difference there is the qdisc's as much as the guest's.)
 #
+# GUESTFID_SETTINGS narrows the settings (default "base loss droptail").
+#
 #   bash bench/guest_fidelity.sh [RUNS=10] [SECS=30]          (root; after `pantheon schemes
 #   setup vegas`: the guest kernel)
 set -euo pipefail
 RUNS=${1:-10}
 SECS=${2:-30}
 SCHEMES=${GUESTFID_SCHEMES:-vegas cubic cubic_guest bbr bbr_fq}
+SETTINGS=${GUESTFID_SETTINGS:-base loss droptail}
 cd "$(dirname "$0")/.."
 source scripts/setup.sh   # root check, cargo, CARGO_TARGET_DIR, $PANTHEON
 need_packages python3-scipy
@@ -28,7 +31,7 @@ need_packages python3-scipy
 OUT=${GUESTFID_OUT:-$(mktemp -d /tmp/pguestfid.XXXXXX)}
 mkdir -p "$OUT"
 T=$PWD/traces/10mbps.trace
-for setting in base loss droptail; do
+for setting in $SETTINGS; do
   case $setting in
     base) ARGS=(--prepend-mm-cmds "mm-delay 28") ;;
     loss) ARGS=(--prepend-mm-cmds "mm-delay 28 mm-loss uplink 0.004 mm-loss downlink 0.004") ;;
@@ -43,11 +46,11 @@ for setting in base loss droptail; do
     >"$dir.log" 2>&1 || echo "   (some run failed: $dir.log)" >&2
 done
 
-/usr/bin/python3 - "$OUT" "$SCHEMES" "$RUNS" "$SECS" <<'PY'
+/usr/bin/python3 - "$OUT" "$SCHEMES" "$RUNS" "$SECS" "$SETTINGS" <<'PY'
 import json, statistics, sys
 from scipy.stats import ks_2samp
 out, schemes, runs, secs = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4]
-settings = ["base", "loss", "droptail"]
+settings = sys.argv[5].split()
 
 def values(setting, scheme):
     perf = json.load(open(f"{out}/{setting}/pantheon_perf.json"))

@@ -16,10 +16,13 @@ SECS=${1:-30}
 cd "$(dirname "$0")/.."
 source scripts/setup.sh   # root check, iperf3, cargo, CARGO_TARGET_DIR, $PANTHEON
 build_and_install >&2
-# Default: the registry schemes and every source scheme (issue 28; built from the mirrors in
-# $PANTHEON_SOURCE_MIRROR, or over the network). SCHEMES="…" picks others.
-SCHEMES=${SCHEMES:-"cubic bbr quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 tquic_copa ledbat \
-$("$PANTHEON" schemes list --source --names | tr '\n' ' ')"}
+# Default: the registry schemes and every source scheme that could be built here (issue 28;
+# from the mirrors in $PANTHEON_SOURCE_MIRROR, or over the network). SCHEMES="…" picks others.
+if [ -z "${SCHEMES:-}" ]; then
+  "$PANTHEON" schemes setup $("$PANTHEON" schemes list --source --names) >/dev/null || true
+  SCHEMES="cubic bbr quic quic_newreno quic_bbr quic_bbr2 quic_bbr3 tquic_copa ledbat \
+$("$PANTHEON" schemes list --source --runnable --names | tr '\n' ' ')"
+fi
 "$PANTHEON" schemes setup $SCHEMES >/dev/null
 OUT=$(mktemp -d /tmp/pschemes.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT

@@ -154,7 +154,7 @@ pub fn boot(
                     f.scheme.name
                 );
             }
-            let kernel = Kernel::new(&spec.kernel);
+            let kernel = f.scheme.guest_kernel().context("a guest")?;
             if let Some(why) = kernel.unavailable_reason() {
                 bail!("{}: {why}", f.scheme.name);
             }
@@ -177,9 +177,10 @@ pub fn boot(
             // What the guest's clock was off by, as the clock program wrote it.
             let clock = std::fs::read_to_string(job.join("clock")).unwrap_or_default();
             booted.notes.push(format!(
-                "{} of flow {flow} in a guest: Linux {} ({}), up in {:.1} s before the run; {}",
+                "{} of flow {flow} in a guest: Linux {} ({}, {}), up in {:.1} s before the run; {}",
                 side.name(),
-                spec.kernel,
+                kernel.version,
+                kernel.origin(),
                 kernel.accel().expect("prepared").qemu_name().to_uppercase(),
                 took.as_secs_f64(),
                 clock.trim()
@@ -244,7 +245,7 @@ fn boot_side(
         "{} of flow {} (in a guest: QEMU, Linux {})",
         side_out.4.name(),
         side_out.3,
-        spec.kernel
+        kernel.version
     );
     let up = wait_up(&mut p, job, &accel);
     booted.processes.push(p);

@@ -435,11 +435,30 @@ impl Scheme {
     fn check_guest_and_source(&self) -> anyhow::Result<()> {
         if let Some(g) = &self.guest {
             g.validate()?;
+            if g.kernel == guest::SOURCE_KERNEL && self.source.is_none() {
+                anyhow::bail!(
+                    "[guest] kernel = \"{}\" needs a [source] that builds the kernel",
+                    guest::SOURCE_KERNEL
+                );
+            }
         }
         if let Some(src) = &self.source {
             src.check()?;
         }
         Ok(())
+    }
+
+    /// The kernel its guest sides run in (`None`: no `[guest]`): Debian's `linux-image-<kernel>`,
+    /// or the one its `[source]` builds ([`guest::SOURCE_KERNEL`]), in the source's tree.
+    pub fn guest_kernel(&self) -> Option<guest::Kernel> {
+        let g = self.guest.as_ref()?;
+        Some(match &self.source {
+            Some(src) if g.kernel == guest::SOURCE_KERNEL => guest::Kernel::built(
+                src.tree(&tools_dir()).join(guest::BUILT_KERNEL_DIR),
+                format!("{} at {}", src.repository, &src.commit[..12]),
+            ),
+            _ => guest::Kernel::new(&g.kernel),
+        })
     }
 
     /// Why this scheme cannot run on this machine, or `None` if it can.
@@ -478,9 +497,9 @@ impl Scheme {
                 self.name
             ));
         }
-        if let Some(g) = &self.guest {
+        if let Some(kernel) = self.guest_kernel() {
             // Its congestion control is the guest kernel's, not the host's.
-            return guest::Kernel::new(&g.kernel).unavailable_reason();
+            return kernel.unavailable_reason();
         }
         if let Some(cc) = &self.tcp_congestion_control {
             if !system.available_cc.iter().any(|c| c == cc) {
@@ -498,13 +517,12 @@ impl Scheme {
     /// Remarks about running here that do not prevent it.
     pub fn notes(&self, system: &SystemInfo) -> Vec<String> {
         let mut notes = Vec::new();
-        if let Some(g) = &self.guest {
-            let kernel = guest::Kernel::new(&g.kernel);
+        if let (Some(g), Some(kernel)) = (&self.guest, self.guest_kernel()) {
             notes.push(format!(
-                "{} in a guest kernel of its own: Linux {} (Debian linux-image-{}), {}",
+                "{} in a guest kernel of its own: Linux {} ({}), {}",
                 g.sides.join(" and "),
-                g.kernel,
-                g.kernel,
+                kernel.version,
+                kernel.origin(),
                 kernel
                     .accel()
                     .map_or("not prepared yet".into(), |a| format!(
@@ -613,9 +631,11 @@ impl Scheme {
         match &self.tcp_congestion_control {
             Some(cc) if self.guest.is_some() => {
                 let g = self.guest.as_ref().expect("checked");
+                let kernel = self.guest_kernel().expect("a guest");
                 format!(
-                    "{own}; kernel tcp_{cc}, guest Linux {} ({})",
-                    g.kernel,
+                    "{own}; kernel tcp_{cc}, guest Linux {} ({}; {})",
+                    kernel.version,
+                    kernel.origin(),
                     g.sides.join(" and ")
                 )
             }
@@ -1151,6 +1171,44 @@ mod tests {
             e.contains("cubic.toml: workloads.kinds: unknown kind `stream`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_kernel_built_from_source_is_named_by_its_tree_and_needs_one() {
+        let r = Registry::load(None).unwrap();
+        for (name, repo) in [("bbrv3", "google/bbr"), ("prague", "L4STeam/linux")] {
+            let s = r.get(name).unwrap();
+            let k = s.guest_kernel().unwrap();
+            let src = s.source.as_ref().unwrap();
+            assert_eq!(k.dir, src.tree(&tools_dir()).join(guest::BUILT_KERNEL_DIR));
+            assert!(
+                k.origin()
+                    .contains(&format!("https://github.com/{repo} at ")),
+                "{k:?}"
+            );
+            if !src.is_built(&tools_dir()) {
+                // Not built: the source scheme's reason, naming the one command that builds it.
+                let why = s.unavailable_reason(&SystemInfo::probe()).unwrap();
+                assert!(
+                    why.contains(&format!("pantheon schemes setup {name}")),
+                    "{why}"
+                );
+            }
+        }
+        // A Debian kernel stays Debian's.
+        let vegas = r.get("vegas").unwrap().guest_kernel().unwrap();
+        assert_eq!(vegas.origin(), "Debian linux-image-6.1.0-50-amd64");
+        // `kernel = "source"` without a [source] to build it is refused, naming the file.
+        let dir = tempfile::tempdir().unwrap();
+        let text = builtin::BUILTIN
+            .iter()
+            .find(|(f, _)| f.ends_with("vegas.toml"))
+            .unwrap()
+            .1
+            .replace("kernel = \"6.1.0-50-amd64\"", "kernel = \"source\"");
+        std::fs::write(dir.path().join("vegas.toml"), text).unwrap();
+        let e = Registry::load(Some(dir.path())).unwrap_err().to_string();
+        assert!(e.contains("needs a [source] that builds the kernel"), "{e}");
     }
 
     #[test]

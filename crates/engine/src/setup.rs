@@ -120,16 +120,22 @@ fn setup_one(s: &Scheme, apt_updated: &mut bool, warnings: &mut Vec<String>) -> 
     if let Some(src) = &s.source {
         crate::source::build(&s.name, src, &tools, crate::source::mirror_dir().as_deref())?;
     }
-    if let Some(g) = &s.guest {
+    if let Some(kernel) = s.guest_kernel() {
         // The program that sets a guest's clock from the host's, built with the workspace.
         if find_program(guest::CLOCK_PROGRAM).is_none() {
             run(&mut cargo_command(&CargoDependency::Workspace {
                 workspace: "pantheon-guest".into(),
             })?)?;
         }
-        guest::Kernel::new(&g.kernel)
-            .prepare(&mut |m| tracing::info!("   guest kernel {}: {m}", g.kernel))
-            .with_context(|| format!("prepare guest kernel {}", g.kernel))?;
+        kernel
+            .prepare(&mut |m| tracing::info!("   guest kernel {}: {m}", kernel.version))
+            .with_context(|| {
+                format!(
+                    "prepare guest kernel {} ({})",
+                    kernel.version,
+                    kernel.origin()
+                )
+            })?;
     }
     for step in &s.setup {
         run(&mut step_command(step, &tools)?)?;

@@ -68,7 +68,9 @@ pub const CLOCK_PROGRAM: &str = "pantheon-guest-clock";
 #[serde(deny_unknown_fields)]
 pub struct GuestSpec {
     /// The Debian kernel: the package is `linux-image-<kernel>` (`6.1.0-50-amd64`), as
-    /// Debian's registry offers it.
+    /// Debian's registry offers it; or [`SOURCE_KERNEL`] (`"source"`): the kernel the
+    /// descriptor's `[source]` builds from a pinned tree (BBRv3, TCP Prague: schemes that are
+    /// patches to Linux, not modules), left in the tree as [`Kernel::built`] reads it.
     pub kernel: String,
     /// Modules loaded before the side starts, with their dependencies (`tcp_vegas`).
     #[serde(default)]
@@ -84,6 +86,12 @@ pub struct GuestSpec {
     #[serde(default = "sender_only")]
     pub sides: Vec<String>,
 }
+
+/// [`GuestSpec::kernel`]'s value for a kernel built from the descriptor's `[source]`.
+pub const SOURCE_KERNEL: &str = "source";
+
+/// Where a `[source]` build leaves its kernel, inside its tree ([`Kernel::built`]).
+pub const BUILT_KERNEL_DIR: &str = "guest-kernel";
 
 fn sender_only() -> Vec<String> {
     vec!["sender".into()]
@@ -167,14 +175,19 @@ impl Accel {
     }
 }
 
-/// One Debian kernel, prepared in `kernels_home()/<version>`: `boot/vmlinuz-<version>`,
-/// `lib/modules/<version>/` (with `modules.dep`), `initramfs.cpio` and `accel`.
+/// One guest kernel in its directory: `boot/vmlinuz-<version>`, `lib/modules/<version>/`
+/// (with `modules.dep`), `initramfs.cpio` and `accel`. A Debian kernel is prepared in
+/// `kernels_home()/<version>` from its package ([`Kernel::new`]); a kernel built from a pinned
+/// tree is in that tree ([`Kernel::built`]).
 #[derive(Debug, Clone)]
 pub struct Kernel {
-    /// The version, as in `linux-image-<version>`.
+    /// The version: as in `linux-image-<version>`, or the built kernel's release.
     pub version: String,
     /// Its directory.
     pub dir: PathBuf,
+    /// `None`: a Debian package; else the pinned tree it was built from (`https://github.com/
+    /// google/bbr at 001a430b3ddb`), for the run record.
+    pub source: Option<String>,
 }
 
 /// The modules the initramfs loads to reach the host's filesystem (virtio PCI, 9p): with
@@ -185,11 +198,39 @@ const BOOT_MODULES: [&str; 3] = ["virtio_pci", "9pnet_virtio", "9p"];
 const NET_MODULES: [&str; 1] = ["virtio_net"];
 
 impl Kernel {
-    /// Kernel `version` in [`kernels_home`] (prepared or not).
+    /// Debian's kernel `version` in [`kernels_home`] (prepared or not).
     pub fn new(version: &str) -> Kernel {
         Kernel {
             version: version.to_owned(),
             dir: kernels_home().join(version),
+            source: None,
+        }
+    }
+
+    /// The kernel a `[source]` build left in `dir` (its tree's [`BUILT_KERNEL_DIR`]):
+    /// `release` (one line, `make kernelrelease`), `boot/vmlinuz-<release>` and
+    /// `lib/modules/<release>/` (`make modules_install INSTALL_MOD_PATH=dir`). `source` names
+    /// the pinned tree. Not built yet: version `unbuilt`, and [`Kernel::unavailable_reason`]
+    /// says so.
+    pub fn built(dir: PathBuf, source: String) -> Kernel {
+        let version = std::fs::read_to_string(dir.join("release"))
+            .ok()
+            .map(|r| r.trim().to_owned())
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| "unbuilt".into());
+        Kernel {
+            version,
+            dir,
+            source: Some(source),
+        }
+    }
+
+    /// Where it comes from, for notes and the run record: `Debian linux-image-6.1.0-50-amd64`
+    /// or `built from https://github.com/google/bbr at 001a430b3ddb`.
+    pub fn origin(&self) -> String {
+        match &self.source {
+            None => format!("Debian linux-image-{}", self.version),
+            Some(tree) => format!("built from {tree}"),
         }
     }
 
@@ -224,6 +265,13 @@ impl Kernel {
                     .into(),
             );
         }
+        if let Some(tree) = self.source.as_ref().filter(|_| !self.vmlinuz().exists()) {
+            return Some(format!(
+                "its guest kernel is built from {tree}, and no build of it is in {}; \
+                 `pantheon schemes setup` builds it",
+                self.dir.display()
+            ));
+        }
         if self.accel().is_none() || !self.vmlinuz().exists() || !self.initramfs().exists() {
             return Some(format!(
                 "guest kernel {} is not prepared in {}; `pantheon schemes setup` prepares it",
@@ -235,14 +283,43 @@ impl Kernel {
     }
 
     /// Unpacks `linux-image-<version>` (downloaded with `apt-get download`) into the kernel's
-    /// directory, indexes its modules (`depmod`), builds the initramfs (busybox, the boot
-    /// modules, [`init_script`]) and boots it once with KVM — else with TCG — to record which
-    /// works. `say`: progress lines. Errors name the step that failed and its output; a
-    /// kernel already prepared is left as it is.
+    /// directory (a built kernel is already there), indexes its modules (`depmod`), builds the
+    /// initramfs (busybox, the boot modules, [`init_script`]) and boots it once with KVM — else
+    /// with TCG — to record which works. `say`: progress lines. Errors name the step that
+    /// failed and its output; a kernel already prepared is left as it is.
     pub fn prepare(&self, say: &mut dyn FnMut(&str)) -> Result<()> {
         if self.accel().is_some() && self.vmlinuz().exists() && self.initramfs().exists() {
             return Ok(());
         }
+        if let Some(tree) = &self.source {
+            if !self.vmlinuz().exists() {
+                bail!(
+                    "the build of {tree} left no kernel in {} (release, boot/vmlinuz-<release>)",
+                    self.dir.display()
+                );
+            }
+        } else {
+            self.unpack(say)?;
+        }
+        run(Command::new("depmod")
+            .arg("-b")
+            .arg(&self.dir)
+            .arg(&self.version))?;
+        say("building the initramfs");
+        self.build_initramfs()?;
+        say("booting it once to choose KVM or TCG");
+        let accel = self.probe_accel()?;
+        say(&format!("guests run with {}", accel.describe()));
+        let text = match &accel {
+            Accel::Kvm => "kvm\n".to_owned(),
+            Accel::Tcg(why) => format!("tcg\n{why}\n"),
+        };
+        std::fs::write(self.dir.join("accel"), text)?;
+        Ok(())
+    }
+
+    /// Downloads Debian's `linux-image-<version>` and unpacks it into the kernel's directory.
+    fn unpack(&self, say: &mut dyn FnMut(&str)) -> Result<()> {
         std::fs::create_dir_all(&self.dir)
             .with_context(|| format!("create {}", self.dir.display()))?;
         let package = format!("linux-image-{}", self.version);
@@ -263,20 +340,6 @@ impl Kernel {
         say(&format!("unpacking {}", deb.display()));
         run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&self.dir))?;
         std::fs::remove_dir_all(&download)?;
-        run(Command::new("depmod")
-            .arg("-b")
-            .arg(&self.dir)
-            .arg(&self.version))?;
-        say("building the initramfs");
-        self.build_initramfs()?;
-        say("booting it once to choose KVM or TCG");
-        let accel = self.probe_accel()?;
-        say(&format!("guests run with {}", accel.describe()));
-        let text = match &accel {
-            Accel::Kvm => "kvm\n".to_owned(),
-            Accel::Tcg(why) => format!("tcg\n{why}\n"),
-        };
-        std::fs::write(self.dir.join("accel"), text)?;
         Ok(())
     }
 
@@ -813,6 +876,7 @@ mod tests {
         let k = Kernel {
             version: "6.1.0-50-amd64".into(),
             dir: PathBuf::from("/k"),
+            source: None,
         };
         let accel = Accel::Tcg("test".into());
         let vm = VmConfig {
@@ -849,11 +913,47 @@ mod tests {
         let k = Kernel {
             version: "6.1.0-50-amd64".into(),
             dir: PathBuf::from("/nonexistent/kernels/6.1.0-50-amd64"),
+            source: None,
         };
         assert_eq!(k.accel(), None);
         let why = k.unavailable_reason().unwrap();
         // Either QEMU is missing or the kernel is not prepared; both name the fix.
         assert!(why.contains("pantheon schemes setup"), "{why}");
+        assert_eq!(k.origin(), "Debian linux-image-6.1.0-50-amd64");
+    }
+
+    #[test]
+    fn a_kernel_built_from_source_is_read_from_its_tree() {
+        let dir =
+            std::env::temp_dir().join(format!("pantheon-built-kernel-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let k = Kernel::built(
+            dir.clone(),
+            "https://github.com/google/bbr at 001a430b3ddb".into(),
+        );
+        assert_eq!(k.version, "unbuilt");
+        assert_eq!(
+            k.origin(),
+            "built from https://github.com/google/bbr at 001a430b3ddb"
+        );
+        if program_exists("qemu-system-x86_64") {
+            let why = k.unavailable_reason().unwrap();
+            assert!(
+                why.contains("built from https://github.com/google/bbr"),
+                "{why}"
+            );
+        }
+        let mut said = Vec::new();
+        let err = k.prepare(&mut |m| said.push(m.to_owned())).unwrap_err();
+        assert!(err.to_string().contains("left no kernel"), "{err}");
+        assert!(said.is_empty(), "nothing downloaded: {said:?}");
+        std::fs::create_dir_all(dir.join("boot")).unwrap();
+        std::fs::write(dir.join("release"), "6.4.0-bbrv3+\n").unwrap();
+        std::fs::write(dir.join("boot/vmlinuz-6.4.0-bbrv3+"), "").unwrap();
+        let k = Kernel::built(dir.clone(), "t".into());
+        assert_eq!(k.version, "6.4.0-bbrv3+");
+        assert_eq!(k.vmlinuz(), dir.join("boot/vmlinuz-6.4.0-bbrv3+"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -46,6 +46,10 @@ pub(crate) enum SchemesAction {
         /// Only the source schemes (built from a pinned git commit by `schemes setup`).
         #[arg(long)]
         source: bool,
+        /// Only the schemes that can run on this machine now (for scripts: `pantheon run local
+        /// --schemes "$(pantheon schemes list --source --runnable --names)"`).
+        #[arg(long)]
+        runnable: bool,
         /// Print the names alone, one per line (for scripts: `pantheon schemes setup $(pantheon
         /// schemes list --source --names)`).
         #[arg(long, conflicts_with = "json")]
@@ -110,14 +114,20 @@ pub(crate) fn exec(action: SchemesAction) -> anyhow::Result<ExitCode> {
             schemes_dir,
             json,
             source,
+            runnable,
             names,
             mirror,
         } => {
             mirror.apply()?;
             let registry = Registry::load(schemes_dir.as_deref())?;
+            let sys = runnable.then(SystemInfo::probe);
             let chosen: Vec<&Scheme> = registry
                 .all()
                 .filter(|s| !source || s.source.is_some())
+                .filter(|s| {
+                    sys.as_ref()
+                        .is_none_or(|sys| s.unavailable_reason(sys).is_none())
+                })
                 .collect();
             if names {
                 for s in chosen {
