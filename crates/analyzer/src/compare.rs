@@ -55,6 +55,55 @@ pub struct Comparison {
     pub test: &'static str,
 }
 
+/// Fewest values for which [`mean_interval`] gives an interval: with two, Student's t at 95 %
+/// is 12.7 and the interval spans most of anything; it says "too few runs" instead.
+pub const MIN_INTERVAL_RUNS: usize = 3;
+
+/// A mean over runs with its 95 % confidence interval, `mean ± half_width` (issue 54: "Once is
+/// Never Enough" — a figure quoted without its uncertainty misleads).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MeanInterval {
+    /// The mean, in the values' unit.
+    pub mean: f64,
+    /// Half the interval's width, same unit: Student's t quantile (0.975, n − 1 degrees of
+    /// freedom) × sample standard deviation ÷ √n. `None` with fewer than
+    /// [`MIN_INTERVAL_RUNS`] values.
+    pub half_width: Option<f64>,
+    /// How many values (runs) the mean is over.
+    pub runs: usize,
+}
+
+impl MeanInterval {
+    /// `9.85 ± 0.02` with `decimals` after the point; the mean alone without an interval.
+    pub fn display(&self, decimals: usize) -> String {
+        match self.half_width {
+            Some(h) => format!("{:.decimals$} ± {h:.decimals$}", self.mean),
+            None => format!("{:.decimals$}", self.mean),
+        }
+    }
+}
+
+/// The mean of `x` with its 95 % confidence interval (Student's t; [`MeanInterval`]); `None`
+/// for no values.
+pub fn mean_interval(x: &[f64]) -> Option<MeanInterval> {
+    let m = mean_if_any(x)?;
+    let half_width = std_dev(x)
+        .filter(|_| x.len() >= MIN_INTERVAL_RUNS)
+        .and_then(|sd| {
+            let t = StudentsT::new(0.0, 1.0, (x.len() - 1) as f64).ok()?;
+            Some(t.inverse_cdf(0.975) * sd / (x.len() as f64).sqrt())
+        });
+    Some(MeanInterval {
+        mean: m,
+        half_width,
+        runs: x.len(),
+    })
+}
+
+/// What a table of [`MeanInterval`]s says under it.
+pub const INTERVAL_NOTE: &str = "± : the 95 % confidence interval of the mean over the valid \
+    runs (Student's t); a mean of fewer than 3 runs has none.";
+
 /// Welch's t-test of equal means, two-sided: `(t, degrees of freedom, p)`. `None` with fewer
 /// than two values on a side or no variance on both.
 pub fn welch_t_test(x: &[f64], y: &[f64]) -> Option<(f64, f64, f64)> {
@@ -181,6 +230,18 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
         assert_eq!(median(&[]), None);
         assert_eq!(std_dev(&[1.0]), None);
+        // 95 % interval by hand: mean 10, sd 1, t(0.975, 2) = 4.302653 → 4.302653 / √3.
+        let iv = mean_interval(&[9.0, 10.0, 11.0]).unwrap();
+        assert_eq!((iv.mean, iv.runs), (10.0, 3));
+        assert!((iv.half_width.unwrap() - 2.484138).abs() < 1e-5, "{iv:?}");
+        assert_eq!(iv.display(2), "10.00 ± 2.48");
+        // Five runs: t(0.975, 4) = 2.776445, sd √2.5 → 2.776445 × 1.581139 / √5 = 1.963243.
+        let iv = mean_interval(&[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        assert!((iv.half_width.unwrap() - 1.963243).abs() < 1e-5, "{iv:?}");
+        // Two runs: a mean, no interval; none: nothing.
+        let two = mean_interval(&[9.0, 11.0]).unwrap();
+        assert_eq!((two.half_width, two.display(1)), (None, "10.0".to_owned()));
+        assert_eq!(mean_interval(&[]), None);
         // 2, 4, 4, 4, 5, 5, 7, 9: mean 5, Σ(x−m)² = 32, sample variance 32/7.
         let x = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0];
         assert!((std_dev(&x).unwrap() - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);

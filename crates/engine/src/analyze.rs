@@ -906,11 +906,13 @@ fn summary_markdown(
     let _ = writeln!(md, "|---|---|---|---|---|");
     for (scheme, runs) in results {
         let valid: Vec<&RunStats> = runs.iter().filter_map(RunResult::valid_stats).collect();
-        let mean = |f: &dyn Fn(&RunStats) -> Option<f64>| -> Option<f64> {
+        let mean = |f: &dyn Fn(&RunStats) -> Option<f64>| {
             let v: Vec<f64> = valid.iter().filter_map(|s| f(s)).collect();
-            analyzer::compare::mean_if_any(&v)
+            analyzer::compare::mean_interval(&v)
         };
-        let fmt = |v: Option<f64>, p: usize| v.map_or("N/A".to_owned(), |x| format!("{x:.p$}"));
+        let fmt = |v: Option<analyzer::compare::MeanInterval>, p: usize| {
+            v.map_or("N/A".to_owned(), |x| x.display(p))
+        };
         let _ = writeln!(
             md,
             "| {} | {}/{} | {} | {} | {} |",
@@ -922,6 +924,7 @@ fn summary_markdown(
             fmt(mean(&|s| Some(s.total.loss * 100.0)), 3),
         );
     }
+    let _ = writeln!(md, "\n{}", analyzer::compare::INTERVAL_NOTE);
     competition_markdown(&mut md, results, registry);
     for t in &transfers.0 {
         md.push_str(&t.markdown());
@@ -1151,7 +1154,7 @@ fn write_report(
                 .filter_map(|s| s.flows.get(&flow))
                 .filter_map(f)
                 .collect();
-            analyzer::compare::mean_if_any(&v)
+            analyzer::compare::mean_interval(&v)
         };
         table.push(TableRow {
             label: label(registry, scheme),

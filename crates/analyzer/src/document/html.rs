@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use base64::Engine as _;
 
 use super::Report;
+use crate::compare::{MeanInterval, INTERVAL_NOTE};
 
 /// Escapes text for HTML.
 pub fn escape(s: &str) -> String {
@@ -174,9 +175,9 @@ fn means_table(w: &mut String, r: &Report) {
         flow_heads("mean 95th-%ile delay (ms)"),
         flow_heads("mean loss rate (%)")
     );
-    let cell = |v: Option<f64>, p: usize| v.map_or("N/A".to_owned(), |v| format!("{v:.p$}"));
+    let cell = |v: Option<MeanInterval>, p: usize| v.map_or("N/A".to_owned(), |v| v.display(p));
     for row in &r.table {
-        let col = |f: &dyn Fn(&super::FlowMeans) -> Option<f64>, p| {
+        let col = |f: &dyn Fn(&super::FlowMeans) -> Option<MeanInterval>, p| {
             (0..k)
                 .map(|i| format!("<td>{}</td>", cell(row.flows.get(i).and_then(f), p)))
                 .collect::<String>()
@@ -192,7 +193,7 @@ fn means_table(w: &mut String, r: &Report) {
             col(&|f| f.loss_pct, 2)
         );
     }
-    let _ = writeln!(w, "</table></section>");
+    let _ = writeln!(w, "</table><p>{}</p></section>", escape(INTERVAL_NOTE));
 }
 
 #[cfg(test)]
@@ -220,8 +221,16 @@ pub(crate) mod tests {
                 label: "TCP <Cubic>".into(),
                 runs: (2, 2),
                 flows: vec![FlowMeans {
-                    tput_mbps: Some(9.5),
-                    delay_ms: Some(80.123),
+                    tput_mbps: Some(MeanInterval {
+                        mean: 9.5,
+                        half_width: None,
+                        runs: 2,
+                    }),
+                    delay_ms: Some(MeanInterval {
+                        mean: 80.123,
+                        half_width: Some(4.5),
+                        runs: 3,
+                    }),
                     loss_pct: None,
                 }],
             }],
@@ -302,7 +311,8 @@ pub(crate) mod tests {
             "net.core.default_qdisc = fq_codel",
             "harness: pantheon-rs 0.1.0",
             "<figure><svg width=\"1\"></svg></figure>",
-            "<td>TCP &lt;Cubic&gt;</td><td>2/2</td><td>9.50</td><td>80.12</td><td>N/A</td>",
+            "<td>TCP &lt;Cubic&gt;</td><td>2/2</td><td>9.50</td><td>80.12 ± 4.50</td><td>N/A</td>",
+            "the 95 % confidence interval of the mean",
             "Run 1: Statistics of TCP Cubic",
             "src=\"data:image/png;base64,iVBORw==\"",
             "Figure is missing.",

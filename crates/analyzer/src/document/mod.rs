@@ -13,6 +13,8 @@ mod pdf;
 pub use html::{escape, html};
 pub use pdf::pdf;
 
+use crate::compare::MeanInterval;
+
 /// One row of the summary table: a scheme's means over its valid runs, per flow.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableRow {
@@ -24,15 +26,16 @@ pub struct TableRow {
     pub flows: Vec<FlowMeans>,
 }
 
-/// One flow's means over a scheme's valid runs; `None` when no valid run has the figure.
+/// One flow's means over a scheme's valid runs, each with its 95 % confidence interval
+/// ([`MeanInterval`]); `None` when no valid run has the figure.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct FlowMeans {
     /// Mean average throughput, Mbit/s.
-    pub tput_mbps: Option<f64>,
+    pub tput_mbps: Option<MeanInterval>,
     /// Mean 95th-percentile one-way delay, ms.
-    pub delay_ms: Option<f64>,
+    pub delay_ms: Option<MeanInterval>,
     /// Mean loss rate, percent.
-    pub loss_pct: Option<f64>,
+    pub loss_pct: Option<MeanInterval>,
 }
 
 /// One run's section.

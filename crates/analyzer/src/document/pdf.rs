@@ -12,6 +12,7 @@ use printpdf::{
 };
 
 use super::Report;
+use crate::compare::{MeanInterval, INTERVAL_NOTE};
 
 const PAGE_W: f32 = 210.0;
 const PAGE_H: f32 = 297.0;
@@ -139,7 +140,7 @@ pub fn pdf(r: &Report) -> Result<Vec<u8>, String> {
     w.new_page();
     w.text("Means over valid runs", 14.0);
     let k = r.table_flows();
-    let cell = |v: Option<f64>| v.map_or("N/A".to_owned(), |v| format!("{v:.2}"));
+    let cell = |v: Option<MeanInterval>| v.map_or("N/A".to_owned(), |v| v.display(2));
     w.row(
         &[
             (0.0, "scheme".into()),
@@ -168,6 +169,7 @@ pub fn pdf(r: &Report) -> Result<Vec<u8>, String> {
             );
         }
     }
+    w.text(INTERVAL_NOTE, 8.0);
 
     for t in &r.sections {
         table_page(
