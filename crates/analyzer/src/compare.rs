@@ -38,6 +38,12 @@ pub struct Row {
     pub std_dev: (Option<f64>, Option<f64>),
     /// Welch's t-test, two-sided p-value; `None` when it cannot be computed.
     pub p_value: Option<f64>,
+    /// Half-widths of the 95 % confidence intervals of the means in A and B
+    /// ([`mean_interval`]), the metric's unit; `None` with fewer than [`MIN_INTERVAL_RUNS`] runs.
+    pub interval: (Option<f64>, Option<f64>),
+    /// Whether the two intervals are disjoint — the experiments differ beyond their intervals;
+    /// `None` when a side has no interval.
+    pub beyond_intervals: Option<bool>,
 }
 
 /// The whole comparison.
@@ -132,6 +138,8 @@ pub fn compare(a: &BTreeMap<String, SchemeRuns>, b: &BTreeMap<String, SchemeRuns
                 continue;
             }
             let (ma, mb) = (mean(xa), mean(xb));
+            let half = |x: &[f64]| mean_interval(x).and_then(|i| i.half_width);
+            let interval = (half(xa), half(xb));
             rows.push(Row {
                 scheme: scheme.clone(),
                 metric,
@@ -140,6 +148,11 @@ pub fn compare(a: &BTreeMap<String, SchemeRuns>, b: &BTreeMap<String, SchemeRuns
                 diff_pct: (ma != 0.0).then(|| (mb - ma) / ma * 100.0),
                 std_dev: (std_dev(xa), std_dev(xb)),
                 p_value: welch_t_test(xa, xb).map(|r| r.2),
+                interval,
+                beyond_intervals: interval
+                    .0
+                    .zip(interval.1)
+                    .map(|(ha, hb)| (ma - mb).abs() > ha + hb),
             });
         }
     }
@@ -162,7 +175,7 @@ pub fn to_text(c: &Comparison) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<12} {:<27} {:>6} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "{:<12} {:<27} {:>6} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
         "scheme",
         "metric",
         "runs 1",
@@ -172,7 +185,10 @@ pub fn to_text(c: &Comparison) -> String {
         "% diff",
         "std 1",
         "std 2",
-        "p (Welch)"
+        "p (Welch)",
+        "±95% 1",
+        "±95% 2",
+        "apart"
     );
     for r in &c.rows {
         let diff = r.diff_pct.map_or("n/a".to_owned(), |d| format!("{d:+.1}%"));
@@ -181,9 +197,14 @@ pub fn to_text(c: &Comparison) -> String {
             None if r.runs.0 < 2 || r.runs.1 < 2 => "<2 runs".to_owned(),
             None => "n/a".to_owned(),
         };
+        let apart = match r.beyond_intervals {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "<3 runs",
+        };
         let _ = writeln!(
             s,
-            "{:<12} {:<27} {:>6} {:>6} {:>10.3} {:>10.3} {:>9} {:>9} {:>9} {:>9}",
+            "{:<12} {:<27} {:>6} {:>6} {:>10.3} {:>10.3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
             r.scheme,
             r.metric,
             r.runs.0,
@@ -193,9 +214,17 @@ pub fn to_text(c: &Comparison) -> String {
             diff,
             opt(r.std_dev.0, 3),
             opt(r.std_dev.1, 3),
-            p
+            p,
+            opt(r.interval.0, 3),
+            opt(r.interval.1, 3),
+            apart
         );
     }
+    let _ = writeln!(
+        s,
+        "(±95%: half-width of each mean's 95 % confidence interval, Student's t; apart: the \
+         two intervals do not overlap)"
+    );
     match &c.replication_error {
         Some(e) => {
             let _ = writeln!(
@@ -269,6 +298,10 @@ mod tests {
             ),
             ("bbr".to_owned(), runs(&[8.0], &[50.0], &[1.0])),
             ("vegas".to_owned(), runs(&[1.0], &[1.0], &[1.0])),
+            (
+                "reno".to_owned(),
+                runs(&[9.0, 10.0, 11.0], &[50.0, 60.0, 70.0], &[1.0, 1.0, 1.0]),
+            ),
         ]);
         let b = BTreeMap::from([
             (
@@ -277,9 +310,26 @@ mod tests {
             ),
             ("bbr".to_owned(), runs(&[6.0], &[50.0], &[2.0])),
             ("copa".to_owned(), runs(&[1.0], &[1.0], &[1.0])),
+            (
+                "reno".to_owned(),
+                runs(&[19.0, 20.0, 21.0], &[55.0, 65.0, 75.0], &[1.0, 1.0, 1.0]),
+            ),
         ]);
         let c = compare(&a, &b);
-        assert_eq!(c.rows.len(), 6);
+        assert_eq!(c.rows.len(), 9);
+        // Three runs a side: intervals ±2.484 (throughput; sd 1) and ±24.84 (delay; sd 10).
+        // Throughput 10 vs 20: |10| > 4.97, apart; delay 60 vs 65: |5| < 49.7, not apart.
+        let reno = |m: &str| {
+            c.rows
+                .iter()
+                .find(|r| r.scheme == "reno" && r.metric.starts_with(m))
+                .unwrap()
+        };
+        assert!((reno("throughput").interval.0.unwrap() - 2.484138).abs() < 1e-5);
+        assert_eq!(reno("throughput").beyond_intervals, Some(true));
+        assert_eq!(reno("95th").beyond_intervals, Some(false));
+        // Loss 1 vs 1 with no spread: zero-width intervals, equal means: not apart.
+        assert_eq!(reno("loss").beyond_intervals, Some(false));
         let cubic_tput = &c.rows.iter().find(|r| r.scheme == "cubic").unwrap();
         assert_eq!(cubic_tput.mean, (11.0, 11.0));
         assert_eq!(cubic_tput.diff_pct, Some(0.0));
@@ -287,25 +337,34 @@ mod tests {
         let bbr_tput = c.rows.iter().find(|r| r.scheme == "bbr").unwrap();
         assert_eq!(bbr_tput.diff_pct, Some(-25.0));
         assert_eq!((bbr_tput.std_dev, bbr_tput.p_value), ((None, None), None));
+        assert_eq!(
+            (bbr_tput.interval, bbr_tput.beyond_intervals),
+            ((None, None), None)
+        );
         // Loss 0 → 0: mean A is 0, no % difference.
         let cubic_loss = c
             .rows
             .iter()
             .find(|r| r.scheme == "cubic" && r.metric.starts_with("loss"));
         assert_eq!(cubic_loss.unwrap().diff_pct, None);
-        // Replication error over bbr and cubic: tput |6−8|/8 = 25 %, |11−11|/11 = 0 → 12.5 %;
-        // delay 0 % and |150−100|/100 = 50 % → 25 %; overall 18.75 %.
+        // Replication error over bbr, cubic and reno: tput |6−8|/8 = 25 %, |11−11|/11 = 0,
+        // |20−10|/10 = 100 % → 41.67 %; delay 0 %, |150−100|/100 = 50 %, |65−60|/60 = 8.33 %
+        // → 19.44 %; overall 30.56 %.
         let e = c.replication_error.unwrap();
-        assert_eq!(e.schemes, 2);
-        assert!((e.throughput_pct - 12.5).abs() < 1e-12);
-        assert!((e.delay_pct - 25.0).abs() < 1e-12);
-        assert!((e.overall_pct - 18.75).abs() < 1e-12);
+        assert_eq!(e.schemes, 3);
+        assert!((e.throughput_pct - 125.0 / 3.0).abs() < 1e-9, "{e:?}");
+        assert!(
+            (e.delay_pct - (50.0 + 25.0 / 3.0) / 3.0).abs() < 1e-9,
+            "{e:?}"
+        );
+        assert!((e.overall_pct - (125.0 / 3.0 + (50.0 + 25.0 / 3.0) / 3.0) / 2.0).abs() < 1e-9);
         assert_eq!(
             (c.only_in_a.clone(), c.only_in_b.clone()),
             (vec!["vegas".to_owned()], vec!["copa".to_owned()])
         );
         let text = to_text(&c);
         assert!(text.contains("<2 runs"), "{text}");
-        assert!(text.contains("overall 18.8%"), "{text}");
+        assert!(text.contains("overall 30.6%"), "{text}");
+        assert!(text.contains("<3 runs") && text.contains("yes"), "{text}");
     }
 }
