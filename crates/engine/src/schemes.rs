@@ -1101,15 +1101,7 @@ mod tests {
         let cubic = r.get("cubic").unwrap();
         assert_eq!(bar_mbps(cubic, MIN_LOOPBACK_MBPS), MIN_LOOPBACK_MBPS);
         assert_eq!(bar_mbps(cubic, MIN_MBPS), MIN_MBPS);
-        let dir = tempfile::tempdir().unwrap();
-        let text = builtin::BUILTIN
-            .iter()
-            .find(|(f, _)| f.ends_with("webrtc.toml"))
-            .unwrap()
-            .1
-            .replace("app_limited_mbps = 2.5", "app_limited_mbps = -1");
-        std::fs::write(dir.path().join("webrtc.toml"), text).unwrap();
-        let e = Registry::load(Some(dir.path())).unwrap_err().to_string();
+        let e = load_error_of_edited("webrtc", "app_limited_mbps = 2.5", "app_limited_mbps = -1");
         assert!(
             e.contains("webrtc.toml: app_limited_mbps must be a positive rate, got -1"),
             "{e}"
@@ -1158,19 +1150,30 @@ mod tests {
         // Without a workload: the full-throttle command.
         assert!(cubic.argv_with(Side::Sender, "x", 1, None)[0].ends_with("iperf3"));
         // A kind the harness does not know is refused, naming the file.
-        let dir = tempfile::tempdir().unwrap();
-        let text = builtin::BUILTIN
-            .iter()
-            .find(|(f, _)| f.ends_with("/cubic.toml") || *f == "cubic.toml")
-            .unwrap()
-            .1
-            .replace("kinds = [\"bytes\",", "kinds = [\"stream\", \"bytes\",");
-        std::fs::write(dir.path().join("cubic.toml"), text).unwrap();
-        let e = Registry::load(Some(dir.path())).unwrap_err().to_string();
+        let e = load_error_of_edited(
+            "cubic",
+            "kinds = [\"bytes\",",
+            "kinds = [\"stream\", \"bytes\",",
+        );
         assert!(
             e.contains("cubic.toml: workloads.kinds: unknown kind `stream`"),
             "{e}"
         );
+    }
+
+    /// The error `Registry::load` gives when the built-in descriptor `name` (`vegas`) is loaded
+    /// again from a scheme directory with `find` replaced by `replace`.
+    fn load_error_of_edited(name: &str, find: &str, replace: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let file = format!("{name}.toml");
+        let text = builtin::BUILTIN
+            .iter()
+            .find(|(f, _)| f.ends_with(&format!("/{file}")) || *f == file)
+            .unwrap()
+            .1
+            .replace(find, replace);
+        std::fs::write(dir.path().join(&file), text).unwrap();
+        Registry::load(Some(dir.path())).unwrap_err().to_string()
     }
 
     #[test]
@@ -1199,15 +1202,11 @@ mod tests {
         let vegas = r.get("vegas").unwrap().guest_kernel().unwrap();
         assert_eq!(vegas.origin(), "Debian linux-image-6.1.0-50-amd64");
         // `kernel = "source"` without a [source] to build it is refused, naming the file.
-        let dir = tempfile::tempdir().unwrap();
-        let text = builtin::BUILTIN
-            .iter()
-            .find(|(f, _)| f.ends_with("vegas.toml"))
-            .unwrap()
-            .1
-            .replace("kernel = \"6.1.0-50-amd64\"", "kernel = \"source\"");
-        std::fs::write(dir.path().join("vegas.toml"), text).unwrap();
-        let e = Registry::load(Some(dir.path())).unwrap_err().to_string();
+        let e = load_error_of_edited(
+            "vegas",
+            "kernel = \"6.1.0-50-amd64\"",
+            "kernel = \"source\"",
+        );
         assert!(e.contains("needs a [source] that builds the kernel"), "{e}");
     }
 
