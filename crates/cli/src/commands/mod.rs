@@ -193,7 +193,20 @@ pub(crate) fn left_out(command: &str, feature: &str) -> anyhow::Result<ExitCode>
 /// once per thread of the dying parent it had been reparented to, so a killed `pantheon sweep`
 /// may SIGTERM each point several times within milliseconds — which must not cut its cleanup
 /// short.
+///
+/// Installed once per process: later calls (`pantheon sweep point DIR 3 4 5` runs one point
+/// after another, each as `pantheon run` does) find it in place and return what the first one
+/// returned.
 pub(crate) fn install_interrupt_handler() -> anyhow::Result<()> {
+    static INSTALLED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    INSTALLED
+        .get_or_init(|| set_interrupt_handler().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+/// [`install_interrupt_handler`]'s handler; `ctrlc` refuses a second one in a process.
+fn set_interrupt_handler() -> anyhow::Result<()> {
     let first: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
     ctrlc::set_handler(move || {
         let mut first = first.lock().unwrap_or_else(|p| p.into_inner());
@@ -218,3 +231,13 @@ pub(crate) fn install_interrupt_handler() -> anyhow::Result<()> {
 
 /// How long after an interrupt another one counts as a second interrupt.
 const REPEAT_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_interrupt_handler_can_be_asked_for_twice() {
+        // `pantheon sweep point DIR 1 2` asks once per point; ctrlc alone refuses the second.
+        super::install_interrupt_handler().unwrap();
+        super::install_interrupt_handler().unwrap();
+    }
+}
