@@ -10,7 +10,9 @@
 //!
 //! - [`trace`]: trace files (`1 2 3 4 6` = 10 Mbit/s) and the constant-rate generator.
 //! - [`queue`]: `infinite`, `droptail`, `drophead`, `codel` and `pie` with Mahimahi's argument
-//!   syntax; byte counts include Mahimahi's 4-byte header.
+//!   syntax; byte counts include Mahimahi's 4-byte header. Beyond Mahimahi: `ecn=1` for `codel`
+//!   and `pie` (mark instead of drop) and the `step` marking queue.
+//! - [`ecn`]: the ECN field of IP packets; marking Congestion Experienced.
 //! - [`stage`]: link, delay, loss and on/off stages and the [`stage::Pipeline`] of one
 //!   direction.
 //! - [`schedule`]: time-varying paths: delay and loss schedule files.
@@ -42,6 +44,7 @@
 
 pub mod calibrate;
 pub mod cross;
+pub mod ecn;
 pub mod emulator;
 #[cfg(feature = "search")]
 pub mod fit;

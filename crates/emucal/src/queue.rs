@@ -1,5 +1,13 @@
 //! Queue disciplines of `mm-link` (`--uplink-queue=TYPE --uplink-queue-args=ARGS`).
 //!
+//! Mahimahi's five (`infinite`, `droptail`, `drophead`, `codel`, `pie`) and, beyond Mahimahi,
+//! ECN: `codel` and `pie` with `ecn=1` mark ECN-capable packets Congestion Experienced where they
+//! would drop them (RFC 8289 / RFC 8033, as Linux's `sch_codel` and `sch_pie` with `ecn`), and
+//! `step` marks every ECN-capable arrival that finds more than `threshold=K` packets queued
+//! (DCTCP's marking, RFC 8257 §3.1). `dualpi2` is L4S's coupled dual-queue AQM (RFC 9332) as
+//! Linux's `sch_dualpi2` ([`DualPi2Params`]). Marks are counted ([`PacketQueue::marked`]); see
+//! [`crate::ecn`].
+//!
 //! Byte counts include Mahimahi's 4-byte TUN header (a full-size packet counts 1504 bytes), so
 //! `bytes=` limits mean what they mean in Mahimahi. The packet being transmitted (partly sent
 //! in an opportunity) is outside the queue, as in Mahimahi: `packets=50` holds 50 + 1 in transit.
@@ -10,7 +18,12 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::cross::is_cross;
+use crate::ecn;
 use crate::Packet;
+
+mod dualpi2;
+use dualpi2::DualPi2;
+pub use dualpi2::{DualPi2Params, StepThresh};
 
 /// The longest delay or period a shell may add, ms: a day (`mm-delay`, `pt-aggregate`,
 /// `mm-onoff`/`mm-intermittent` periods, CoDel's and PIE's times). Every time stays far from
@@ -73,6 +86,10 @@ pub enum QueueSpec {
         target_ms: u64,
         /// `interval=`: sliding window for the minimum delay, ms.
         interval_ms: u64,
+        /// `ecn=1`: an ECN-capable packet due to be dropped is marked CE and delivered instead
+        /// (Linux's `sch_codel ecn`); not in Mahimahi, which never marks.
+        #[serde(default)]
+        ecn: bool,
     },
     /// PIE (draft-ietf-aqm-pie-09 as in Mahimahi's `pie_packet_queue.cc`): random early drop
     /// at enqueue with a drop probability updated every 30 ms.
@@ -83,7 +100,24 @@ pub enum QueueSpec {
         qdelay_ref_ms: u64,
         /// `max_burst=`: burst allowance, ms.
         max_burst_ms: u64,
+        /// `ecn=1`: an ECN-capable arrival drawn for an early drop is marked CE and queued
+        /// instead while the drop probability is at most 10 % (RFC 8033 §5.1, Linux's
+        /// `sch_pie ecn`); not in Mahimahi.
+        #[serde(default)]
+        ecn: bool,
     },
+    /// Step marking (DCTCP's switch, RFC 8257 §3.1): tail drop at `limits`, and an ECN-capable
+    /// arrival that finds more than `threshold_packets` packets queued is marked CE. Not-ECT
+    /// packets are never marked nor dropped early. Not in Mahimahi.
+    Step {
+        /// Tail-drop limits applied at enqueue.
+        limits: Limits,
+        /// `threshold=`: DCTCP's K, packets queued (the one in transit not counted).
+        threshold_packets: u64,
+    },
+    /// DualPI2 (RFC 9332, as Linux's `sch_dualpi2`): an L queue for ECT(1)/CE and a classic
+    /// queue, coupled through one PI controller, with Linux's parameters. Not in Mahimahi.
+    DualPi2(DualPi2Params),
 }
 
 impl QueueSpec {
@@ -133,12 +167,23 @@ impl QueueSpec {
             }
             Ok(ms)
         };
+        let flag = |name: &str| -> Result<bool, String> {
+            match arg(name)? {
+                None => Ok(false),
+                Some(1) => Ok(true),
+                Some(v) => Err(format!(
+                    "queue type `{kind}`: {name}={v} is not 0 or 1, got {args:?}"
+                )),
+            }
+        };
         match kind {
             "infinite" => {
                 if args.trim().is_empty() {
                     Ok(QueueSpec::Infinite)
                 } else {
-                    Err(format!("queue type `infinite` takes no arguments, got {args:?}"))
+                    Err(format!(
+                        "queue type `infinite` takes no arguments, got {args:?}"
+                    ))
                 }
             }
             "droptail" => Ok(QueueSpec::DropTail(limits()?)),
@@ -147,14 +192,24 @@ impl QueueSpec {
                 limits: limits()?,
                 target_ms: required("target")?,
                 interval_ms: required("interval")?,
+                ecn: flag("ecn")?,
             }),
             "pie" => Ok(QueueSpec::Pie {
                 limits: limits()?,
                 qdelay_ref_ms: required("qdelay_ref")?,
                 max_burst_ms: required("max_burst")?,
+                ecn: flag("ecn")?,
+            }),
+            "dualpi2" => Ok(QueueSpec::DualPi2(DualPi2Params::parse(args)?)),
+            "step" => Ok(QueueSpec::Step {
+                limits: limits()?,
+                threshold_packets: arg("threshold")?.ok_or_else(|| {
+                    format!("queue type `step` needs a nonzero threshold=K (packets), got {args:?}")
+                })?,
             }),
             other => Err(format!(
-                "unknown queue type `{other}` (Mahimahi's are infinite, droptail, drophead, codel, pie)"
+                "unknown queue type `{other}` (Mahimahi's are infinite, droptail, drophead, codel, \
+                 pie; ours: step, dualpi2)"
             )),
         }
     }
@@ -167,6 +222,8 @@ impl QueueSpec {
             QueueSpec::DropHead(l) => format!("drophead {}", l.describe()),
             QueueSpec::CoDel { limits, .. } => format!("codel {}", limits.describe()),
             QueueSpec::Pie { limits, .. } => format!("pie {}", limits.describe()),
+            QueueSpec::Step { limits, .. } => format!("step {}", limits.describe()),
+            QueueSpec::DualPi2(p) => format!("dualpi2 [packets={}]", p.limit),
         }
     }
 
@@ -187,6 +244,8 @@ impl QueueSpec {
             QueueSpec::DropHead(_) => "drophead",
             QueueSpec::CoDel { .. } => "codel",
             QueueSpec::Pie { .. } => "pie",
+            QueueSpec::Step { .. } => "step",
+            QueueSpec::DualPi2(_) => "dualpi2",
         }
     }
 
@@ -194,6 +253,9 @@ impl QueueSpec {
     /// it stays one word (`packets=50`, `packets=100,target=5,interval=100`); empty for
     /// `infinite`. The inverse of [`QueueSpec::parse`]: `parse(kind(), args())` gives `self`.
     pub fn args(&self) -> String {
+        if let QueueSpec::DualPi2(p) = self {
+            return p.args();
+        }
         let mut parts = Vec::new();
         if let Some(l) = self.limits() {
             parts.extend(l.packets.map(|p| format!("packets={p}")));
@@ -203,30 +265,48 @@ impl QueueSpec {
             QueueSpec::CoDel {
                 target_ms,
                 interval_ms,
+                ecn,
                 ..
-            } => parts.extend([
-                format!("target={target_ms}"),
-                format!("interval={interval_ms}"),
-            ]),
+            } => {
+                parts.extend([
+                    format!("target={target_ms}"),
+                    format!("interval={interval_ms}"),
+                ]);
+                parts.extend(ecn.then(|| "ecn=1".to_string()));
+            }
             QueueSpec::Pie {
                 qdelay_ref_ms,
                 max_burst_ms,
+                ecn,
                 ..
-            } => parts.extend([
-                format!("qdelay_ref={qdelay_ref_ms}"),
-                format!("max_burst={max_burst_ms}"),
-            ]),
+            } => {
+                parts.extend([
+                    format!("qdelay_ref={qdelay_ref_ms}"),
+                    format!("max_burst={max_burst_ms}"),
+                ]);
+                parts.extend(ecn.then(|| "ecn=1".to_string()));
+            }
+            QueueSpec::Step {
+                threshold_packets, ..
+            } => parts.push(format!("threshold={threshold_packets}")),
             _ => {}
         }
         parts.join(",")
     }
 
-    /// The limits of a dropping queue, `None` for `infinite`.
+    /// The limits of a dropping queue, `None` for `infinite` (DualPI2's `limit=` is a packet
+    /// limit of both queues together).
     pub fn limits(&self) -> Option<Limits> {
         match *self {
             QueueSpec::Infinite => None,
+            QueueSpec::DualPi2(p) => Some(Limits {
+                packets: Some(p.limit),
+                bytes: None,
+            }),
             QueueSpec::DropTail(l) | QueueSpec::DropHead(l) => Some(l),
-            QueueSpec::CoDel { limits, .. } | QueueSpec::Pie { limits, .. } => Some(limits),
+            QueueSpec::CoDel { limits, .. }
+            | QueueSpec::Pie { limits, .. }
+            | QueueSpec::Step { limits, .. } => Some(limits),
         }
     }
 }
@@ -246,6 +326,7 @@ pub struct PacketQueue {
     spec: QueueSpec,
     fifo: Fifo,
     dropped: u64,
+    marked: u64,
     aqm: Aqm,
 }
 
@@ -283,6 +364,7 @@ enum Aqm {
     None,
     CoDel(CoDel),
     Pie(Box<Pie>),
+    DualPi2(Box<DualPi2>),
 }
 
 fn size_of(pkt: &Packet) -> u64 {
@@ -296,26 +378,36 @@ impl PacketQueue {
             QueueSpec::CoDel {
                 target_ms,
                 interval_ms,
+                ecn,
                 ..
-            } => Aqm::CoDel(CoDel::new(target_ms, interval_ms)),
+            } => Aqm::CoDel(CoDel::new(target_ms, interval_ms, ecn)),
             QueueSpec::Pie {
                 qdelay_ref_ms,
                 max_burst_ms,
+                ecn,
                 ..
-            } => Aqm::Pie(Box::new(Pie::new(qdelay_ref_ms, max_burst_ms, seed))),
+            } => Aqm::Pie(Box::new(Pie::new(qdelay_ref_ms, max_burst_ms, ecn, seed))),
+            QueueSpec::DualPi2(p) => Aqm::DualPi2(Box::new(DualPi2::new(p, seed))),
             _ => Aqm::None,
         };
         PacketQueue {
             spec,
             fifo: Fifo::default(),
             dropped: 0,
+            marked: 0,
             aqm,
         }
     }
 
     /// Offers a packet that arrived at `t` (ns). Returns what the discipline dropped because
-    /// of it (the packet itself for tail drop and PIE, head packets for head drop).
-    pub fn enqueue(&mut self, t: u64, pkt: Packet) -> Dropped {
+    /// of it (the packet itself for tail drop and PIE, head packets for head drop). PIE with
+    /// `ecn=1` and `step` may mark the packet CE instead ([`PacketQueue::marked`]).
+    pub fn enqueue(&mut self, t: u64, mut pkt: Packet) -> Dropped {
+        if let Aqm::DualPi2(d) = &mut self.aqm {
+            let dropped = d.enqueue(t, pkt, &mut self.fifo, &mut self.marked);
+            self.dropped += dropped.packets;
+            return dropped;
+        }
         let size = size_of(&pkt);
         if let Aqm::Pie(pie) = &mut self.aqm {
             pie.update(t / MS, self.fifo.bytes);
@@ -327,11 +419,20 @@ impl PacketQueue {
                 .spec
                 .limits()
                 .is_some_and(|l| !l.allow(self.fifo.len() + 1, self.fifo.bytes + size));
-        let early_drop = !tail_drop
-            && match &mut self.aqm {
-                Aqm::Pie(pie) => pie.drop_early(self.fifo.bytes),
-                _ => false,
-            };
+        // PIE's early drop, when drawn: whether it may mark instead.
+        let drawn = match &mut self.aqm {
+            Aqm::Pie(pie) if !tail_drop => pie.drop_early(self.fifo.bytes).then(|| pie.may_mark()),
+            _ => None,
+        };
+        let early_drop = drawn.is_some_and(|may_mark| !self.mark(may_mark, &mut pkt));
+        if let QueueSpec::Step {
+            threshold_packets, ..
+        } = self.spec
+        {
+            if !tail_drop && self.fifo.len() > threshold_packets {
+                self.mark(true, &mut pkt);
+            }
+        }
         if tail_drop || early_drop {
             self.dropped += 1;
             return Dropped {
@@ -352,18 +453,36 @@ impl PacketQueue {
         dropped
     }
 
-    /// Arrival time of the head packet.
+    /// When `allowed`, marks `pkt` CE if it is ECN-capable ([`ecn::set_ce`]) and counts the
+    /// mark; true when the packet now carries CE (a queue that would drop it keeps it instead).
+    fn mark(&mut self, allowed: bool, pkt: &mut Packet) -> bool {
+        let marked = allowed && ecn::set_ce(pkt);
+        self.marked += u64::from(marked);
+        marked
+    }
+
+    /// Arrival time of the head packet (DualPI2: of the packet its scheduler serves next).
     pub fn head_arrival(&self) -> Option<u64> {
+        if let Aqm::DualPi2(d) = &self.aqm {
+            return d.head_arrival(&self.fifo);
+        }
         self.fifo.items.front().map(|(t, _)| *t)
     }
 
-    /// Removes the head packet for transmission at `now` (ns). CoDel may discard packets here
-    /// (counted in [`PacketQueue::dropped`], not logged, as in Mahimahi); PIE updates its rate
-    /// estimate.
+    /// Removes the head packet for transmission at `now` (ns). CoDel and DualPI2 may discard
+    /// packets here (counted in [`PacketQueue::dropped`], not logged, as in Mahimahi); PIE
+    /// updates its rate estimate. `None` when the queue is empty — or, for DualPI2, when it
+    /// dropped every packet it held.
     pub fn dequeue(&mut self, now: u64) -> Option<(u64, Packet)> {
         match &mut self.aqm {
+            Aqm::DualPi2(d) => d.dequeue(now, &mut self.fifo, &mut self.dropped, &mut self.marked),
             Aqm::None => self.fifo.pop(),
-            Aqm::CoDel(c) => c.dequeue(&mut self.fifo, now / MS, &mut self.dropped),
+            Aqm::CoDel(c) => c.dequeue(
+                &mut self.fifo,
+                now / MS,
+                &mut self.dropped,
+                &mut self.marked,
+            ),
             Aqm::Pie(pie) => {
                 let item = self.fifo.pop()?;
                 pie.dequeued(now / MS, size_of(&item.1), self.fifo.bytes);
@@ -372,9 +491,17 @@ impl PacketQueue {
         }
     }
 
-    /// Packets queued.
+    /// Packets queued (DualPI2: in both queues).
     pub fn len(&self) -> usize {
-        self.fifo.items.len()
+        self.fifo.items.len() + self.l_queue().map_or(0, DualPi2::l_len)
+    }
+
+    /// DualPI2's state, whose L queue holds packets besides [`PacketQueue`]'s FIFO.
+    fn l_queue(&self) -> Option<&DualPi2> {
+        match &self.aqm {
+            Aqm::DualPi2(d) => Some(d.as_ref()),
+            _ => None,
+        }
     }
 
     /// True for a drop-head queue, whose drops at enqueue are the oldest packets; every other
@@ -385,17 +512,24 @@ impl PacketQueue {
 
     /// Packets held that are cross traffic ([`crate::cross`]), of [`PacketQueue::len`].
     pub fn cross_len(&self) -> usize {
-        self.fifo.cross
+        self.fifo.cross + self.l_queue().map_or(0, DualPi2::l_cross)
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.fifo.items.is_empty()
+        self.len() == 0
     }
 
     /// Packets dropped by the discipline so far (at enqueue and, for CoDel, at dequeue).
     pub fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// Packets the discipline marked Congestion Experienced so far (`codel`/`pie` with `ecn=1`,
+    /// `step`); a packet that arrived already CE and was "marked" again counts too, as in
+    /// Linux's `ecn_mark`.
+    pub fn marked(&self) -> u64 {
+        self.marked
     }
 }
 
@@ -404,6 +538,7 @@ impl PacketQueue {
 struct CoDel {
     target: u64,
     interval: u64,
+    ecn: bool,
     first_above_time: u64,
     drop_next: u64,
     count: u32,
@@ -412,10 +547,11 @@ struct CoDel {
 }
 
 impl CoDel {
-    fn new(target: u64, interval: u64) -> CoDel {
+    fn new(target: u64, interval: u64, ecn: bool) -> CoDel {
         CoDel {
             target,
             interval,
+            ecn,
             first_above_time: 0,
             drop_next: 0,
             count: 0,
@@ -450,9 +586,24 @@ impl CoDel {
     /// CoDel's dequeue with Mahimahi's quirk (a shadowed variable in `dequeue()`): the first
     /// packet popped is always the one returned, and every packet popped while dropping is
     /// discarded, including the last one that the reference algorithm would deliver.
-    fn dequeue(&mut self, fifo: &mut Fifo, now: u64, dropped: &mut u64) -> Option<(u64, Packet)> {
-        let (first, ok_to_drop) = self.dodequeue(fifo, now);
-        first.as_ref()?;
+    ///
+    /// With `ecn=1`, as Linux's `codel_dequeue`: where a drop falls due and the packet being
+    /// delivered is ECN-capable, it is marked CE instead (counted in `marked`), the next drop is
+    /// scheduled by the control law as after a drop, and nothing more is popped this time.
+    fn dequeue(
+        &mut self,
+        fifo: &mut Fifo,
+        now: u64,
+        dropped: &mut u64,
+        marked: &mut u64,
+    ) -> Option<(u64, Packet)> {
+        let (mut first, ok_to_drop) = self.dodequeue(fifo, now);
+        let head = &mut first.as_mut()?.1;
+        let mut mark = |c: &CoDel| {
+            let m = c.ecn && ecn::set_ce(&mut head[..]);
+            *marked += u64::from(m);
+            m
+        };
         let mut discard = |c: &mut CoDel| {
             let (p, ok) = c.dodequeue(fifo, now);
             *dropped += u64::from(p.is_some());
@@ -463,16 +614,21 @@ impl CoDel {
                 self.dropping = false;
             }
             while now >= self.drop_next && self.dropping {
-                let ok = discard(self);
                 self.count = self.count.wrapping_add(1);
-                if ok {
+                if mark(self) {
+                    self.drop_next = self.control_law(self.drop_next);
+                    break;
+                }
+                if discard(self) {
                     self.drop_next = self.control_law(self.drop_next);
                 } else {
                     self.dropping = false;
                 }
             }
         } else if ok_to_drop {
-            discard(self);
+            if !mark(self) {
+                discard(self);
+            }
             self.dropping = true;
             let delta = self.count.wrapping_sub(self.lastcount);
             self.count = if delta > 1 && now.wrapping_sub(self.drop_next) < 16 * self.interval {
@@ -497,6 +653,7 @@ impl CoDel {
 struct Pie {
     qdelay_ref: u64,
     max_burst: u64,
+    ecn: bool,
     drop_prob: f64,
     burst_allowance: u64,
     qdelay_old: u64,
@@ -514,12 +671,15 @@ const PIE_ALPHA: f64 = 0.125;
 const PIE_BETA: f64 = 1.25;
 const PIE_T_UPDATE_MS: u64 = 30;
 const PIE_DQ_THRESHOLD: u64 = 16_384;
+/// Drop probability up to which `ecn=1` marks instead of dropping (RFC 8033 §5.1).
+const PIE_MARK_ECN_THRESHOLD: f64 = 0.1;
 
 impl Pie {
-    fn new(qdelay_ref: u64, max_burst: u64, seed: u64) -> Pie {
+    fn new(qdelay_ref: u64, max_burst: u64, ecn: bool, seed: u64) -> Pie {
         Pie {
             qdelay_ref,
             max_burst,
+            ecn,
             drop_prob: 0.0,
             burst_allowance: 0,
             qdelay_old: 0,
@@ -586,6 +746,13 @@ impl Pie {
         self.rng.random::<f64>() < self.drop_prob
     }
 
+    /// With `ecn=1`, whether an early drop may be a mark instead: while the drop probability is
+    /// at most 10 % (RFC 8033 §5.1's `mark_ecnth`, Linux's `MAX_PROB / 10`); above it ECN-capable
+    /// packets are dropped too, as a flow that ignores marks must not hold the queue.
+    fn may_mark(&self) -> bool {
+        self.ecn && self.drop_prob <= PIE_MARK_ECN_THRESHOLD
+    }
+
     /// Rate estimation after a dequeue of `size` bytes at `now` (ms), `queued_bytes` left.
     fn dequeued(&mut self, now: u64, size: u64, queued_bytes: u64) {
         if queued_bytes >= PIE_DQ_THRESHOLD && self.dq_count.is_none() {
@@ -619,6 +786,7 @@ impl Pie {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ecn::test_packet as ip_packet;
 
     fn limits(packets: Option<u64>, bytes: Option<u64>) -> Limits {
         Limits { packets, bytes }
@@ -632,7 +800,11 @@ mod tests {
             ("droptail", "bytes=30000, packets=20"),
             ("drophead", "bytes=9000"),
             ("codel", "packets=100, target=5, interval=100"),
+            ("codel", "packets=100, target=5, interval=100, ecn=1"),
             ("pie", "bytes=60000, qdelay_ref=20, max_burst=100"),
+            ("pie", "packets=60, qdelay_ref=20, max_burst=100, ecn=1"),
+            ("step", "packets=100, threshold=20"),
+            ("dualpi2", "limit=10000,target=15000us,tupdate=16000us,alpha=0.16015625,beta=3.19921875,step_thresh=1000us,min_qlen_step=0,coupling_factor=2,drop_on_overload=1,drop_enqueue=0,classic_protection=10,any_ect=0"),
         ] {
             let q = QueueSpec::parse(kind, args).unwrap();
             assert_eq!(q.kind(), kind);
@@ -670,7 +842,8 @@ mod tests {
             QueueSpec::CoDel {
                 limits: limits(Some(100), None),
                 target_ms: 5,
-                interval_ms: 100
+                interval_ms: 100,
+                ecn: false
             }
         );
         assert_eq!(
@@ -678,9 +851,30 @@ mod tests {
             QueueSpec::Pie {
                 limits: limits(None, Some(150_000)),
                 qdelay_ref_ms: 20,
-                max_burst_ms: 100
+                max_burst_ms: 100,
+                ecn: false
             }
         );
+        assert_eq!(
+            QueueSpec::parse("pie", "packets=10, qdelay_ref=20, max_burst=100, ecn=1").unwrap(),
+            QueueSpec::Pie {
+                limits: limits(Some(10), None),
+                qdelay_ref_ms: 20,
+                max_burst_ms: 100,
+                ecn: true
+            }
+        );
+        assert_eq!(
+            QueueSpec::parse("step", "packets=100, threshold=20").unwrap(),
+            QueueSpec::Step {
+                limits: limits(Some(100), None),
+                threshold_packets: 20
+            }
+        );
+        let e = QueueSpec::parse("codel", "packets=1, target=5, interval=100, ecn=2").unwrap_err();
+        assert!(e.contains("ecn=2"), "{e}");
+        let e = QueueSpec::parse("step", "packets=100").unwrap_err();
+        assert!(e.contains("threshold"), "{e}");
         assert!(QueueSpec::parse("droptail", "").is_err());
         assert!(QueueSpec::parse("droptail", "packets").is_err());
         assert!(QueueSpec::parse("droptail", "packets=x").is_err());
@@ -753,8 +947,17 @@ mod tests {
 
     #[test]
     fn codel_drops_after_an_interval_above_target_with_mahimahis_quirk() {
+        // With ecn=1 too: these packets are not IP (Not-ECT), so they are dropped, not marked.
+        for args in [
+            "packets=100, target=5, interval=100",
+            "packets=100, target=5, interval=100, ecn=1",
+        ] {
+            codel_drops(QueueSpec::parse("codel", args).unwrap());
+        }
+    }
+
+    fn codel_drops(spec: QueueSpec) {
         const MS: u64 = super::MS;
-        let spec = QueueSpec::parse("codel", "packets=100, target=5, interval=100").unwrap();
         let mut q = PacketQueue::new(spec, 0);
         for i in 0..60u8 {
             q.enqueue(0, vec![i; 1500]);
@@ -785,20 +988,140 @@ mod tests {
         assert_eq!(q.dropped(), 2, "no drop between 210 and 280 ms");
         q.dequeue(280 * MS);
         assert_eq!(q.dropped(), 3);
+        assert_eq!(q.marked(), 0);
+    }
+
+    #[test]
+    fn codel_with_ecn_marks_where_it_would_drop() {
+        const MS: u64 = super::MS;
+        let spec = QueueSpec::parse("codel", "packets=100, target=5, interval=100, ecn=1").unwrap();
+        let mut q = PacketQueue::new(spec, 0);
+        for i in 0..60u8 {
+            q.enqueue(0, ip_packet(i, 0b10)); // ECT(0)
+        }
+        // The same schedule as the dropping test: the first drop falls due at 110 ms (packet
+        // 10), the next at 110 + 100/√1 = 210 ms (packet 20), then 210 + ⌊100/√2⌋ = 280 ms
+        // (packet 27), then 280 + ⌊100/√3⌋ = 337 ms. Each is marked CE and delivered: nothing is
+        // lost and the order is kept.
+        let mut ce = Vec::new();
+        for k in 1..=33u64 {
+            let (_, p) = q.dequeue(k * 10 * MS).unwrap();
+            assert_eq!(p[5], (k - 1) as u8, "delivered in order, none dropped");
+            assert_eq!(
+                ecn::ipv4_header_checksum(&p[..20]),
+                u16::from_be_bytes([p[10], p[11]])
+            );
+            if ecn::codepoint(&p) == Some(ecn::Codepoint::Ce) {
+                ce.push(p[5]);
+            }
+        }
+        assert_eq!(ce, vec![10, 20, 27]);
+        assert_eq!((q.dropped(), q.marked()), (0, 3));
+        q.dequeue(340 * MS);
+        assert_eq!(q.marked(), 4);
+    }
+
+    #[test]
+    fn dualpi2_holds_both_queues_in_one_packet_queue() {
+        let mut q = PacketQueue::new(QueueSpec::parse("dualpi2", "").unwrap(), 0);
+        assert_eq!(q.spec.args(), DualPi2Params::default().args());
+        // Two classic packets, then two L4S ones: the L queue is served first.
+        for (i, ecn) in [(0, 0b00), (1, 0b10), (2, 0b01), (3, 0b11)] {
+            assert_eq!(q.enqueue(i * super::MS, ip_packet(i as u8, ecn)).packets, 0);
+        }
+        assert_eq!((q.len(), q.is_empty()), (4, false));
+        assert_eq!(q.head_arrival(), Some(2 * super::MS));
+        // Served at 5 ms: packet 2 waited 3 ms, past the 1 ms step, so it is marked CE (it
+        // was ECT(1)); packet 3 was CE already and counts as marked again, as in Linux.
+        let ids: Vec<u8> = (0..4)
+            .map(|_| q.dequeue(5 * super::MS).unwrap().1[5])
+            .collect();
+        assert_eq!(ids, [2, 3, 0, 1]);
+        assert_eq!((q.marked(), q.dropped(), q.is_empty()), (2, 0, true));
+        assert_eq!(q.dequeue(6 * super::MS), None);
+    }
+
+    #[test]
+    fn step_marks_ect_arrivals_above_its_threshold_only() {
+        let spec = QueueSpec::parse("step", "packets=8, threshold=3").unwrap();
+        let mut q = PacketQueue::new(spec, 0);
+        // Arrivals 0–3 find 0–3 packets queued (not more than K = 3): unmarked; 4–7 are marked;
+        // 8 finds the queue full (8 packets) and is dropped, as DropTail.
+        for i in 0..9u8 {
+            let dropped = q.enqueue(0, ip_packet(i, 0b01)); // ECT(1)
+            assert_eq!(dropped.packets, u64::from(i == 8), "arrival {i}");
+        }
+        assert_eq!(q.marked(), 4);
+        let ce: Vec<bool> = (0..8)
+            .map(|_| ecn::codepoint(&q.dequeue(0).unwrap().1) == Some(ecn::Codepoint::Ce))
+            .collect();
+        assert_eq!(ce, [false, false, false, false, true, true, true, true]);
+        // Not-ECT packets are neither marked nor dropped early.
+        let mut q = PacketQueue::new(spec, 0);
+        for i in 0..8u8 {
+            assert_eq!(q.enqueue(0, ip_packet(i, 0b00)).packets, 0);
+        }
+        assert_eq!(q.marked(), 0);
     }
 
     /// Feeds `per_ms` packets per ms into a queue served one full packet per ms for `ms`;
     /// returns (enqueue drops, packets left).
     fn overload(spec: QueueSpec, per_ms: u32, ms: u64) -> (u64, usize) {
+        let (drops, _, len) = overload_with(spec, per_ms, ms, || vec![0; 1500]);
+        (drops, len)
+    }
+
+    /// As [`overload`] with packets from `packet`; returns (enqueue drops, marks, packets left).
+    fn overload_with(
+        spec: QueueSpec,
+        per_ms: u32,
+        ms: u64,
+        packet: impl Fn() -> Packet,
+    ) -> (u64, u64, usize) {
         let mut q = PacketQueue::new(spec, 7);
         let mut drops = 0;
         for t in 0..ms {
             for _ in 0..per_ms {
-                drops += q.enqueue(t * super::MS, vec![0; 1500]).packets;
+                drops += q.enqueue(t * super::MS, packet()).packets;
             }
             q.dequeue(t * super::MS);
         }
-        (drops, q.len())
+        (drops, q.marked(), q.len())
+    }
+
+    /// A PIE queue (limit 5 000 packets) whose drop probability is held at `prob` (its delay
+    /// estimate above `qdelay_ref / 2`, no burst allowance, no update at t = 0); offers 1 000
+    /// packets from `packet` at t = 0 and returns (drops, marks).
+    fn pie_at(ecn: bool, prob: f64, packet: impl Fn() -> Packet) -> (u64, u64) {
+        let args = format!(
+            "packets=5000, qdelay_ref=20, max_burst=100, ecn={}",
+            u8::from(ecn)
+        );
+        let mut q = PacketQueue::new(QueueSpec::parse("pie", &args).unwrap(), 7);
+        let Aqm::Pie(pie) = &mut q.aqm else {
+            unreachable!()
+        };
+        (pie.drop_prob, pie.qdelay_old, pie.burst_allowance) = (prob, 100, 0);
+        let drops: u64 = (0..1000).map(|_| q.enqueue(0, packet()).packets).sum();
+        (drops, q.marked())
+    }
+
+    #[test]
+    fn pie_with_ecn_marks_up_to_ten_percent_and_drops_above() {
+        let ect = || ip_packet(0, 0b10);
+        // At 5 % an early drop of an ECT packet is a mark (about 50 of 1 000 arrivals)…
+        let (drops, marks) = pie_at(true, 0.05, ect);
+        assert_eq!(drops, 0);
+        assert!((20..=100).contains(&marks), "{marks} marks");
+        // …and the same draws drop without ecn=1, or for Not-ECT packets.
+        assert_eq!(pie_at(false, 0.05, ect), (marks, 0));
+        assert_eq!(pie_at(true, 0.05, || ip_packet(0, 0)), (marks, 0));
+        // Above 10 %, ECT packets are dropped too (RFC 8033 §5.1).
+        let (drops, marks) = pie_at(true, 0.5, ect);
+        assert!(
+            (400..=600).contains(&drops) && marks == 0,
+            "{drops} drops, {marks} marks"
+        );
     }
 
     #[test]

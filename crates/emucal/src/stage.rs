@@ -265,7 +265,10 @@ impl LinkStage {
             if self.in_transit.is_none() {
                 match self.queue.head_arrival() {
                     Some(arrival) if arrival < t => {
-                        let (arrival, pkt) = self.queue.dequeue(t).expect("head exists");
+                        // DualPI2 may drop, at dequeue, every packet it held.
+                        let Some((arrival, pkt)) = self.queue.dequeue(t) else {
+                            break;
+                        };
                         let left = pkt.len() + TUN_HEADER;
                         self.in_transit = Some((pkt, left, arrival));
                     }
