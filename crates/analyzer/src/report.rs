@@ -795,7 +795,8 @@ fn styled_line<'a, DB: DrawingBackend + 'a>(
                 PathElement::new(vec![(x, y), (x + 26, y)], color.stroke_width(2))
             });
     } else {
-        let (dash, gap) = [(10, 5), (3, 4), (12, 4)][dash % 4 - 1];
+        // Dashed, dotted, long-dashed: three patterns told apart at a glance.
+        let (dash, gap) = [(8, 5), (3, 4), (18, 5)][dash % 4 - 1];
         chart
             .draw_series(DashedLineSeries::new(
                 points,

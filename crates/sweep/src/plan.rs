@@ -477,17 +477,20 @@ list = ["cubic cubic+60"]
         plan.check(&engine::schemes::Registry::load(None).unwrap())
             .unwrap();
         assert!(plan.environments.len() >= 24);
-        let pairs: Vec<&str> = plan.points[..12].iter().map(|p| p.mix.as_str()).collect();
+        let pairs: Vec<&str> = plan.points[..20].iter().map(|p| p.mix.as_str()).collect();
         for want in [
             "cubic ledbat",
+            "cubic proteus_s",
+            "bbr lp",
             "bbr cubic",
             "tquic_copa ledbat",
-            "quic_bbr3 ledbat",
+            "quic_bbr3 proteus_s",
             "quic_bbr3",
         ] {
             assert!(pairs.contains(&want), "{want} not in {pairs:?}");
         }
-        assert_eq!(plan.points.len(), plan.environments.len() * 12);
+        // 4 primaries × 4 contenders, and each primary alone.
+        assert_eq!(plan.points.len(), plan.environments.len() * 20);
     }
 
     #[test]
