@@ -214,16 +214,12 @@ impl QueueSpec {
         }
     }
 
-    /// The mm-link log's description of the queue, e.g. `droptail [packets=50]`.
+    /// The mm-link log's description of the queue, e.g. `droptail [packets=50]`: its type and
+    /// limits.
     pub fn describe(&self) -> String {
-        match self {
-            QueueSpec::Infinite => "infinite".into(),
-            QueueSpec::DropTail(l) => format!("droptail {}", l.describe()),
-            QueueSpec::DropHead(l) => format!("drophead {}", l.describe()),
-            QueueSpec::CoDel { limits, .. } => format!("codel {}", limits.describe()),
-            QueueSpec::Pie { limits, .. } => format!("pie {}", limits.describe()),
-            QueueSpec::Step { limits, .. } => format!("step {}", limits.describe()),
-            QueueSpec::DualPi2(p) => format!("dualpi2 [packets={}]", p.limit),
+        match self.limits() {
+            None => self.kind().into(),
+            Some(l) => format!("{} {}", self.kind(), l.describe()),
         }
     }
 
@@ -367,6 +363,15 @@ enum Aqm {
     DualPi2(Box<DualPi2>),
 }
 
+/// Marks `pkt` CE if it is ECN-capable ([`ecn::set_ce`]) and counts the mark in `marked`; true
+/// when the packet now carries CE (a queue that would drop it keeps it instead). Every marking
+/// discipline marks through this.
+fn mark_ce(pkt: &mut [u8], marked: &mut u64) -> bool {
+    let m = ecn::set_ce(pkt);
+    *marked += u64::from(m);
+    m
+}
+
 fn size_of(pkt: &Packet) -> u64 {
     (pkt.len() + TUN_HEADER) as u64
 }
@@ -453,12 +458,9 @@ impl PacketQueue {
         dropped
     }
 
-    /// When `allowed`, marks `pkt` CE if it is ECN-capable ([`ecn::set_ce`]) and counts the
-    /// mark; true when the packet now carries CE (a queue that would drop it keeps it instead).
+    /// When `allowed`, [`mark_ce`]s `pkt` into this queue's count.
     fn mark(&mut self, allowed: bool, pkt: &mut Packet) -> bool {
-        let marked = allowed && ecn::set_ce(pkt);
-        self.marked += u64::from(marked);
-        marked
+        allowed && mark_ce(pkt, &mut self.marked)
     }
 
     /// Arrival time of the head packet (DualPI2: of the packet its scheduler serves next).
@@ -512,7 +514,8 @@ impl PacketQueue {
 
     /// Packets held that are cross traffic ([`crate::cross`]), of [`PacketQueue::len`].
     pub fn cross_len(&self) -> usize {
-        self.fifo.cross + self.l_queue().map_or(0, DualPi2::l_cross)
+        // DualPI2's L queue holds none: cross traffic is not IP, so it is classic.
+        self.fifo.cross
     }
 
     /// True when empty.
@@ -599,11 +602,7 @@ impl CoDel {
     ) -> Option<(u64, Packet)> {
         let (mut first, ok_to_drop) = self.dodequeue(fifo, now);
         let head = &mut first.as_mut()?.1;
-        let mut mark = |c: &CoDel| {
-            let m = c.ecn && ecn::set_ce(&mut head[..]);
-            *marked += u64::from(m);
-            m
-        };
+        let mut mark = |c: &CoDel| c.ecn && mark_ce(&mut head[..], marked);
         let mut discard = |c: &mut CoDel| {
             let (p, ok) = c.dodequeue(fifo, now);
             *dropped += u64::from(p.is_some());

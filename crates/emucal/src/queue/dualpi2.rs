@@ -37,7 +37,7 @@ use std::collections::VecDeque;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::{size_of, Dropped, Fifo, PACKET_SIZE};
+use super::{mark_ce, size_of, Dropped, Fifo, PACKET_SIZE};
 use crate::ecn::{self, Codepoint};
 use crate::Packet;
 
@@ -282,11 +282,6 @@ impl DualPi2 {
         self.l.items.len()
     }
 
-    /// Cross-traffic packets in the L queue (none: they are not IP, so classic).
-    pub(super) fn l_cross(&self) -> usize {
-        self.l.cross
-    }
-
     /// Runs the probability updates due up to `now` (ns), each from the heads' sojourn times
     /// at its own time: the queues do not change between the calls, so this equals Linux's
     /// timer. An idle queue with p′ = 0 skips ahead.
@@ -352,7 +347,7 @@ impl DualPi2 {
             Verdict::Pass => false,
             Verdict::Drop => true,
             Verdict::Mark => {
-                *marked += u64::from(ecn::set_ce(pkt));
+                mark_ce(pkt, marked);
                 false
             }
         }
@@ -460,9 +455,9 @@ impl DualPi2 {
                     *dropped += 1;
                     continue;
                 }
-                let m = ecn::set_ce(&mut pkt);
-                *marked += u64::from(m);
-                self.step_marks += u64::from(m);
+                if mark_ce(&mut pkt, marked) {
+                    self.step_marks += 1;
+                }
             }
             self.credit += credit_change;
             return Some((arrival, pkt));
