@@ -403,14 +403,26 @@ pub fn from_tunnel_text(
     for &(flow, egress, e_off, _, _) in flows {
         let s = shift(egress, e_off);
         for k in 0..egress.uid.len() {
-            m.arrival(flow, s + egress.t_ms[k], egress.size[k], egress.uid[k]);
+            m.arrival(
+                flow,
+                s + egress.t_ms[k],
+                egress.size[k],
+                egress.uid[k],
+                NO_ECN,
+            );
         }
         m.end_flow();
     }
     for &(flow, _, _, ingress, i_off) in flows {
         let s = shift(ingress, i_off);
         for k in 0..ingress.uid.len() {
-            m.departure(flow, s + ingress.t_ms[k], ingress.size[k], ingress.uid[k]);
+            m.departure(
+                flow,
+                s + ingress.t_ms[k],
+                ingress.size[k],
+                ingress.uid[k],
+                NO_ECN,
+            );
         }
     }
     let applied = flows.iter().any(|f| f.2 != 0.0 || f.4 != 0.0);
@@ -446,6 +458,33 @@ struct Matcher {
     repeated_arrivals: Vec<usize>,
     /// Departures that repeat a UID already matched (dropped).
     repeated_departures: usize,
+    /// ECN codepoint bits of each arrival and departure as logged, [`NO_ECN`] when not
+    /// recorded; and each departure's codepoint when it was sent.
+    a_ecn: Vec<u8>,
+    d_ecn: Vec<u8>,
+    d_sent_ecn: Vec<u8>,
+    /// Whether any record carried its ECN codepoint (version-2 logs): only then do the frames
+    /// get their `ecn` columns.
+    any_ecn: bool,
+}
+
+/// [`Matcher`]'s mark for a packet whose ECN codepoint was not recorded.
+const NO_ECN: u8 = u8::MAX;
+
+/// The codepoint's two bits, or [`NO_ECN`].
+fn ecn_bits(ecn: Option<tunnel::ecn::Codepoint>) -> u8 {
+    ecn.map_or(NO_ECN, |c| c.bits())
+}
+
+/// A column of codepoint bits (UInt32: the narrowest integer type of our Polars build), null
+/// where [`NO_ECN`].
+fn ecn_column(name: &str, bits: Vec<u8>) -> Column {
+    UInt32Chunked::from_iter_options(
+        name.into(),
+        bits.into_iter()
+            .map(|b| (b != NO_ECN).then_some(u32::from(b))),
+    )
+    .into_column()
 }
 
 impl Matcher {
@@ -465,14 +504,20 @@ impl Matcher {
             unmatched: 0,
             repeated_arrivals: Vec::new(),
             repeated_departures: 0,
+            a_ecn: Vec::with_capacity(arrivals),
+            d_ecn: Vec::with_capacity(departures),
+            d_sent_ecn: Vec::with_capacity(departures),
+            any_ecn: false,
         }
     }
 
-    /// A packet that entered the path at `t` ms.
-    fn arrival(&mut self, flow: u32, t: f64, size: u64, uid: u64) {
+    /// A packet that entered the path at `t` ms with ECN bits `ecn` ([`NO_ECN`]: unknown).
+    fn arrival(&mut self, flow: u32, t: f64, size: u64, uid: u64, ecn: u8) {
         self.a_flow.push(flow);
         self.a_t.push(t);
         self.a_size.push(size);
+        self.a_ecn.push(ecn);
+        self.any_ecn |= ecn != NO_ECN;
         self.pending.push(uid);
     }
 
@@ -487,9 +532,9 @@ impl Matcher {
         self.pending_base = self.a_t.len();
     }
 
-    /// A packet that left the path at `t` ms. A UID whose arrival was already matched is a
-    /// repeat: dropped and counted.
-    fn departure(&mut self, flow: u32, t: f64, size: u64, uid: u64) {
+    /// A packet that left the path at `t` ms with ECN bits `ecn`. A UID whose arrival was
+    /// already matched is a repeat: dropped and counted.
+    fn departure(&mut self, flow: u32, t: f64, size: u64, uid: u64, ecn: u8) {
         let sent = match self.index.iter_mut().find(|(f, _)| *f == flow) {
             Some((_, index)) => match index.take(uid) {
                 Lookup::Sent(i) => Some(i),
@@ -506,6 +551,9 @@ impl Matcher {
         self.d_size.push(size);
         self.d_delay
             .push(sent.map_or(f64::NAN, |i| t - self.a_t[i]));
+        self.d_ecn.push(ecn);
+        self.d_sent_ecn.push(sent.map_or(NO_ECN, |i| self.a_ecn[i]));
+        self.any_ecn |= ecn != NO_ECN;
         self.unmatched += usize::from(sent.is_none());
     }
 
@@ -533,14 +581,25 @@ impl Matcher {
             "delay".into(),
             self.d_delay.into_iter().map(|d| (!d.is_nan()).then_some(d)),
         );
+        let mut arrivals = vec![
+            Column::new("flow".into(), self.a_flow),
+            Column::new("t_ms".into(), self.a_t),
+            Column::new("size".into(), self.a_size),
+        ];
+        let mut departures = vec![
+            Column::new("flow".into(), self.d_flow),
+            Column::new("t_ms".into(), self.d_t),
+            Column::new("size".into(), self.d_size),
+            delay.into_column(),
+        ];
+        if self.any_ecn {
+            arrivals.push(ecn_column("ecn", self.a_ecn));
+            departures.push(ecn_column("ecn", self.d_ecn));
+            departures.push(ecn_column("sent_ecn", self.d_sent_ecn));
+        }
         Ok(RunFrames {
-            arrivals: df!("flow" => self.a_flow, "t_ms" => self.a_t, "size" => self.a_size)?,
-            departures: DataFrame::new_infer_height(vec![
-                Column::new("flow".into(), self.d_flow),
-                Column::new("t_ms".into(), self.d_t),
-                Column::new("size".into(), self.d_size),
-                delay.into_column(),
-            ])?,
+            arrivals: DataFrame::new_infer_height(arrivals)?,
+            departures: DataFrame::new_infer_height(departures)?,
             opportunities: None,
             init_ms,
             warnings,
@@ -563,6 +622,7 @@ impl Matcher {
         retain_others(&mut self.a_flow, &drop);
         retain_others(&mut self.a_t, &drop);
         retain_others(&mut self.a_size, &drop);
+        retain_others(&mut self.a_ecn, &drop);
     }
 }
 
@@ -700,11 +760,11 @@ fn read_binary_run(pairs: &[(u16, PathBuf, PathBuf)]) -> Result<RunFrames, Inges
             let mut n = 0;
             let (_, stop) = read_log_with(path, |r| {
                 let t = shift + r.t_ns as f64 / 1e6 * scale;
-                let (flow, size) = (u32::from(r.flow), u64::from(r.size));
+                let (flow, size, ecn) = (u32::from(r.flow), u64::from(r.size), ecn_bits(r.ecn));
                 if arrivals {
-                    m.arrival(flow, t, size, r.uid);
+                    m.arrival(flow, t, size, r.uid, ecn);
                 } else {
-                    m.departure(flow, t, size, r.uid);
+                    m.departure(flow, t, size, r.uid, ecn);
                 }
                 n += 1;
             })?;
@@ -733,6 +793,7 @@ mod tests {
         std::fs::read(format!("{dir}{name}")).unwrap()
     }
 
+    use tunnel::ecn::Codepoint;
     use tunnel::log::{Direction, Header, Kind, Role};
 
     /// The header of a flow-1 datalink log written by `role`.
@@ -757,6 +818,18 @@ mod tests {
         sent: &[(u64, u64)],
         received: &[(u64, u64)],
     ) -> (PathBuf, PathBuf) {
+        let no_ecn = |r: &[(u64, u64)]| r.iter().map(|&(t, u)| (t, u, None)).collect::<Vec<_>>();
+        write_pair_ecn(dir, run, headers, &no_ecn(sent), &no_ecn(received))
+    }
+
+    /// [`write_pair`] with each record's ECN codepoint: (time ns, UID, codepoint).
+    fn write_pair_ecn(
+        dir: &Path,
+        run: u32,
+        headers: (Header, Header),
+        sent: &[(u64, u64, Option<Codepoint>)],
+        received: &[(u64, u64, Option<Codepoint>)],
+    ) -> (PathBuf, PathBuf) {
         use tunnel::log::{LogFormat, LogWriter, Record};
         let mut paths = Vec::new();
         for (kind, header, records) in [
@@ -765,13 +838,14 @@ mod tests {
         ] {
             let path = dir.join(log_name("cubic", "datalink", run, 1, kind));
             let mut w = LogWriter::create(&path, &header, &LogFormat::Binary).unwrap();
-            for &(t_ns, uid) in records {
+            for &(t_ns, uid, ecn) in records {
                 let r = Record {
                     t_ns,
                     uid,
                     size: 1500,
                     flow: 1,
                     kind: header.kind,
+                    ecn,
                 };
                 w.push(&r).unwrap();
             }
@@ -808,6 +882,44 @@ mod tests {
         let p95 = analyzed.total.p95_delay_ms.unwrap();
         assert!((p95 - 12.0).abs() < 1e-6, "{p95}");
         assert!((checked.p95_delay_ms - p95).abs() < 1e-6, "{checked:?}");
+    }
+
+    #[test]
+    fn ecn_codepoints_are_counted_as_sent_and_delivered_with_bleaching() {
+        let dir = std::env::temp_dir().join(format!("ingest-ecn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // 10 packets sent ECT(0); uid 9 lost; uids 2 and 5 marked CE on the path, uid 7
+        // delivered Not-ECT (bleached).
+        let sent: Vec<_> = (0..10)
+            .map(|i| (i * 1_000_000, i, Some(Codepoint::Ect0)))
+            .collect();
+        let received: Vec<_> = (0..9)
+            .map(|i| {
+                let cp = match i {
+                    2 | 5 => Codepoint::Ce,
+                    7 => Codepoint::NotEct,
+                    _ => Codepoint::Ect0,
+                };
+                (i * 1_000_000 + 5_000_000, i, Some(cp))
+            })
+            .collect();
+        write_pair_ecn(&dir, 1, pair_headers(), &sent, &received);
+        let frames = read_run(&dir, "cubic", 1).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let ecn = frames.stats().unwrap().flows[&1].ecn.unwrap();
+        assert_eq!((ecn.sent.ect0, ecn.sent.ecn_capable()), (10, 10));
+        let d = ecn.delivered;
+        assert_eq!((d.not_ect, d.ect0, d.ect1, d.ce), (1, 6, 0, 2));
+        assert_eq!(d.ce_fraction(), Some(0.25));
+        assert_eq!(ecn.bleached, 1);
+        // Logs without the field give no counts (and no columns).
+        let dir = std::env::temp_dir().join(format!("ingest-no-ecn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_pair(&dir, 1, pair_headers(), &[(0, 0)], &[(1_000_000, 0)]);
+        let frames = read_run(&dir, "cubic", 1).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(frames.departures.column("ecn").is_err());
+        assert_eq!(frames.stats().unwrap().flows[&1].ecn, None);
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //! - **loss rate** = 1 − bytes departed ÷ bytes arrived (byte-weighted);
 //! - the **total** uses every packet of the run, through the same code with all flows merged;
 //! - **capacity** (when a link log gives the opportunities) = Σ opportunity bits ÷ (last −
-//!   first opportunity time), Mbit/s; **utilisation** = total throughput ÷ capacity.
+//!   first opportunity time), Mbit/s; **utilisation** = total throughput ÷ capacity;
+//! - **ECN** (ours; logs that record the codepoint): packets by codepoint as sent and as
+//!   delivered, the CE fraction of the ECN-capable packets delivered, and the packets *bleached*
+//!   on the path (sent ECN-capable, delivered Not-ECT).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -41,6 +44,77 @@ pub struct FlowStats {
     pub duration_ms: f64,
     /// Packets with a negative one-way delay (a clock problem; counted, never hidden).
     pub negative_delays: u64,
+    /// ECN codepoints of the flow's packets, when its logs recorded them (our tunnel's logs
+    /// since format version 2); `None` otherwise.
+    pub ecn: Option<EcnCounts>,
+}
+
+pub use crate::perf::Codepoints;
+
+/// Counts the codepoint bits of a UInt32 column (nulls left out).
+fn count_codepoints(bits: &UInt32Chunked) -> Codepoints {
+    let mut c = Codepoints::default();
+    for b in bits.iter().flatten() {
+        match tunnel::ecn::Codepoint::from_bits(b as u8) {
+            tunnel::ecn::Codepoint::NotEct => c.not_ect += 1,
+            tunnel::ecn::Codepoint::Ect0 => c.ect0 += 1,
+            tunnel::ecn::Codepoint::Ect1 => c.ect1 += 1,
+            tunnel::ecn::Codepoint::Ce => c.ce += 1,
+        }
+    }
+    c
+}
+
+/// What the ECN field of a flow's packets says: as they entered the path (the sender's
+/// tunnel endpoint read them), as they left it (after the far endpoint applied the outer
+/// header's marks, RFC 6040), and how many lost their ECN capability on the way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct EcnCounts {
+    /// Packets that entered the path, by codepoint.
+    pub sent: Codepoints,
+    /// Packets that left it, by codepoint: `ce` counts the marks of the path's queues.
+    pub delivered: Codepoints,
+    /// Packets sent ECT(0)/ECT(1)/CE and delivered Not-ECT: the path *bleached* their ECN
+    /// field (a middlebox clearing it), so their transport cannot hear marks.
+    pub bleached: u64,
+}
+
+impl EcnCounts {
+    /// The counts of a flow's arrivals and departures whose frames have `ecn` columns (UInt32
+    /// codepoint bits, null where unknown; and `sent_ecn` in departures: each one's codepoint
+    /// when it was sent); `None` when they do not (logs without the field).
+    pub fn of(
+        arrivals: Option<&DataFrame>,
+        departures: Option<&DataFrame>,
+    ) -> PolarsResult<Option<EcnCounts>> {
+        let column = |df: Option<&DataFrame>, name: &str| -> PolarsResult<Option<UInt32Chunked>> {
+            match df.map(|d| d.column(name)) {
+                Some(Ok(c)) => Ok(Some(c.u32()?.clone())),
+                _ => Ok(None),
+            }
+        };
+        let (sent, delivered, sent_of_delivered) = (
+            column(arrivals, "ecn")?,
+            column(departures, "ecn")?,
+            column(departures, "sent_ecn")?,
+        );
+        if sent.is_none() && delivered.is_none() {
+            return Ok(None);
+        }
+        let bleached = match (&delivered, &sent_of_delivered) {
+            (Some(d), Some(s)) => d
+                .iter()
+                .zip(s.iter())
+                .filter(|&(d, s)| d == Some(0) && s.is_some_and(|s| s != 0))
+                .count() as u64,
+            _ => 0,
+        };
+        Ok(Some(EcnCounts {
+            sent: sent.as_ref().map(count_codepoints).unwrap_or_default(),
+            delivered: delivered.as_ref().map(count_codepoints).unwrap_or_default(),
+            bleached,
+        }))
+    }
 }
 
 /// Metrics of one run.
@@ -195,6 +269,7 @@ fn flow_stats(
         departed: departures.map_or(0, |df| df.height() as u64),
         duration_ms,
         negative_delays: delays.iter().flatten().filter(|&d| d < 0.0).count() as u64,
+        ecn: EcnCounts::of(arrivals, departures)?,
     })
 }
 
@@ -443,5 +518,16 @@ mod tests {
         assert!((s.utilization().unwrap() - 0.2).abs() < 1e-12);
         let one = df!("t_ms" => [0.0], "size" => [1500u64]).unwrap();
         assert_eq!(capacity_mbps(&one).unwrap(), None);
+    }
+}
+
+impl From<EcnCounts> for crate::perf::EcnPerf {
+    fn from(c: EcnCounts) -> crate::perf::EcnPerf {
+        crate::perf::EcnPerf {
+            delivered: c.delivered,
+            ce_fraction: c.delivered.ce_fraction(),
+            sent: c.sent,
+            bleached: c.bleached,
+        }
     }
 }

@@ -209,6 +209,56 @@ pub struct FlowPerf {
     /// A flow with a workload: its transfers.
     #[serde(flatten)]
     pub work: Option<WorkPerf>,
+    /// Its packets' ECN codepoints, when the logs recorded them (ours; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<EcnPerf>,
+}
+
+/// A flow's `"ecn"` object: its packets that left the path by codepoint (`not_ect`, `ect0`,
+/// `ect1`, `ce` — `ce` counts the marks of the path's queues), the CE fraction of the
+/// ECN-capable ones (0–1, `null` when none was), the same counts as they entered the path
+/// (`sent`), and `bleached`: packets sent ECN-capable and delivered Not-ECT (the path cleared
+/// their ECN field). From [`crate::metrics::EcnCounts`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EcnPerf {
+    /// Packets delivered, by codepoint.
+    #[serde(flatten)]
+    pub delivered: Codepoints,
+    /// CE ÷ ECN-capable packets delivered.
+    pub ce_fraction: Option<f64>,
+    /// Packets sent, by codepoint.
+    pub sent: Codepoints,
+    /// Packets sent ECN-capable and delivered Not-ECT.
+    pub bleached: u64,
+}
+
+/// Packets by ECN codepoint (RFC 3168 / RFC 9331; [`tunnel::ecn::Codepoint`]), under these
+/// names in `pantheon_perf.json`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Codepoints {
+    /// `00`: not ECN-capable.
+    pub not_ect: u64,
+    /// `10`: ECT(0), classic ECN.
+    pub ect0: u64,
+    /// `01`: ECT(1), L4S.
+    pub ect1: u64,
+    /// `11`: Congestion Experienced (marked on the path).
+    pub ce: u64,
+}
+
+impl Codepoints {
+    /// Packets that were ECN-capable (ECT(0), ECT(1) or CE).
+    pub fn ecn_capable(&self) -> u64 {
+        self.ect0 + self.ect1 + self.ce
+    }
+
+    /// CE ÷ ECN-capable packets, 0–1; `None` when none was ECN-capable.
+    pub fn ce_fraction(&self) -> Option<f64> {
+        let capable = self.ecn_capable();
+        (capable > 0).then(|| self.ce as f64 / capable as f64)
+    }
 }
 
 /// What a flow of a mix adds to its [`FlowPerf`].
@@ -422,6 +472,39 @@ mod tests {
         assert!(Perf::parse(r#"{"cubic": {"one": {}}}"#).is_err());
     }
 
+    #[test]
+    fn a_flow_s_ecn_object_round_trips_and_is_absent_without_codepoints() {
+        let counts = EcnPerf {
+            sent: Codepoints {
+                ect0: 1000,
+                ..Codepoints::default()
+            },
+            delivered: Codepoints {
+                ect0: 950,
+                ce: 50,
+                ..Codepoints::default()
+            },
+            ce_fraction: Some(0.05),
+            bleached: 0,
+        };
+        let flow = FlowPerf {
+            tput: Some(9.5),
+            ecn: Some(counts),
+            ..FlowPerf::default()
+        };
+        let v = serde_json::to_value(&flow).unwrap();
+        assert_eq!(v["ecn"]["ce"], 50);
+        assert_eq!(v["ecn"]["ect0"], 950);
+        assert_eq!(v["ecn"]["not_ect"], 0);
+        assert_eq!(v["ecn"]["ce_fraction"], 0.05);
+        assert_eq!(v["ecn"]["sent"]["ect0"], 1000);
+        assert_eq!(v["ecn"]["bleached"], 0);
+        let back: FlowPerf = serde_json::from_value(v).unwrap();
+        assert_eq!(back, flow);
+        let plain = serde_json::to_value(FlowPerf::default()).unwrap();
+        assert!(plain.get("ecn").is_none(), "{plain}");
+    }
+
     fn mixed_run() -> RunPerf {
         let flow = |scheme: &str, start: f64| FlowPerf {
             tput: Some(10.0),
@@ -440,6 +523,7 @@ mod tests {
                 delay_harm: None,
             }),
             work: None,
+            ecn: None,
         };
         let mut flows = BTreeMap::new();
         flows.insert(1, flow("cubic", 0.0));

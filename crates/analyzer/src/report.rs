@@ -47,6 +47,29 @@ fn block(s: &mut String, f: &FlowStats, utilization: Option<f64>) {
         }
     }
     let _ = writeln!(s, "Loss rate: {:.2}%", f.loss * 100.0);
+    // Only for flows whose packets used ECN: a Not-ECT flow's counts are in the perf file.
+    if let Some(e) = f
+        .ecn
+        .filter(|e| e.sent.ecn_capable() + e.delivered.ecn_capable() > 0)
+    {
+        let d = &e.delivered;
+        let _ = write!(
+            s,
+            "ECN (delivered): {} Not-ECT, {} ECT(0), {} ECT(1), {} CE",
+            d.not_ect, d.ect0, d.ect1, d.ce
+        );
+        if let Some(frac) = d.ce_fraction() {
+            let _ = write!(s, " ({:.2}% of ECN-capable marked)", frac * 100.0);
+        }
+        if e.bleached > 0 {
+            let _ = write!(
+                s,
+                "; {} bleached (sent ECN-capable, delivered Not-ECT)",
+                e.bleached
+            );
+        }
+        s.push('\n');
+    }
 }
 
 /// One scheme's points for the summary plots.
@@ -682,9 +705,27 @@ fn delay_panel<DB: DrawingBackend>(
             .map_err(e)?
             .label(label)
             .legend(move |(x, y)| Circle::new((x + 8, y), 4, color.filled()));
+        // ECN: the packets a queue marked CE, as crosses over the dots.
+        if !f.ce_marks.is_empty() {
+            let n = f.ce_marks.len();
+            let marks = n.div_ceil(max_points).max(1);
+            chart
+                .draw_series(
+                    f.ce_marks
+                        .iter()
+                        .step_by(marks)
+                        .map(|&p| Cross::new(p, 4, CE_COLOR.stroke_width(2))),
+                )
+                .map_err(e)?
+                .label(format!("Flow {flow}: {n} packets marked CE (ECN)"))
+                .legend(move |(x, y)| Cross::new((x + 8, y), 4, CE_COLOR.stroke_width(2)));
+        }
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(e)
 }
+
+/// The colour of CE marks in delay plots (black: apart from every flow colour).
+const CE_COLOR: RGBColor = RGBColor(0, 0, 0);
 
 /// How a flow is drawn in a competition plot: one colour per scheme, and flows of one scheme
 /// told apart by the dash of their line (`dash` 0 solid, 1 dashed, 2 dotted, …).
@@ -1177,6 +1218,7 @@ mod tests {
             departed: 1,
             duration_ms: 1.0,
             negative_delays: 0,
+            ecn: None,
         }
     }
 
@@ -1276,6 +1318,7 @@ mod tests {
             egress_mean: 1.0,
             delays: vec![],
             p95_delay_ms: None,
+            ce_marks: vec![],
         };
         let ts = TimeSeries {
             bin_ms: 500.0,
@@ -1310,6 +1353,43 @@ mod tests {
         let solid = segments.iter().filter(|(a, b)| b - a >= 20).count();
         assert!(svg.contains("Flow 1 ingress") && svg.contains("Flow 1 egress"));
         assert_eq!((dashes, solid), (3, 1), "{segments:?}");
+    }
+
+    #[test]
+    fn delay_plot_draws_ce_marks_over_the_flow_s_dots_and_names_them() {
+        let dir = std::env::temp_dir().join(format!("delay-ce-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("d.svg");
+        let delays: Vec<(f64, f64)> = (0..100)
+            .map(|i| (i as f64 * 0.1, 20.0 + i as f64))
+            .collect();
+        let series = |ce_marks: Vec<(f64, f64)>| crate::timeseries::FlowSeries {
+            delays: delays.clone(),
+            p95_delay_ms: Some(115.0),
+            ce_marks,
+            ..Default::default()
+        };
+        let ts = |ce_marks| TimeSeries {
+            bin_ms: 500.0,
+            first_ms: 0.0,
+            bins: 20,
+            capacity: None,
+            capacity_mean: None,
+            flows: BTreeMap::from([(1, series(ce_marks))]),
+        };
+        // Crosses are two black strokes each; the legend's cross too.
+        let black = |svg: &str| svg.matches("stroke=\"#000000\"").count();
+        delay_plot(&path, &ts(vec![])).unwrap();
+        let without = std::fs::read_to_string(&path).unwrap();
+        delay_plot(&path, &ts(vec![delays[10], delays[50], delays[90]])).unwrap();
+        let with = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(!without.contains("marked CE"));
+        assert!(with.contains("Flow 1: 3 packets marked CE (ECN)"), "legend");
+        assert!(
+            black(&with) >= black(&without) + 2 * 4,
+            "three crosses and the legend's"
+        );
     }
 
     #[test]

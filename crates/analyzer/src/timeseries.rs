@@ -27,6 +27,9 @@ pub struct FlowSeries {
     pub delays: Vec<(f64, f64)>,
     /// 95th-percentile one-way delay (nearest rank), ms.
     pub p95_delay_ms: Option<f64>,
+    /// The received packets a queue marked CE (ECN), as `delays` (seconds, one-way delay in
+    /// ms), in time order; empty when none was or the logs did not record ECN.
+    pub ce_marks: Vec<(f64, f64)>,
 }
 
 /// A run over time.
@@ -137,24 +140,38 @@ pub fn time_series(
         Ok(throughput_mbps(bytes, span))
     };
     for (&f, series) in flows.iter_mut() {
-        let mut delays: Vec<(f64, f64)> = match departures_by_flow.get(&f) {
-            Some(d) => {
-                let (t, delay) = (d.column("t_ms")?.f64()?, d.column("delay")?.f64()?);
-                t.iter()
-                    .zip(delay.iter())
-                    .filter_map(|(t, d)| Some((t?, d?)))
-                    .collect()
+        let (mut delays, mut ce_marks) = (Vec::new(), Vec::new());
+        if let Some(d) = departures_by_flow.get(&f) {
+            let (t, delay) = (d.column("t_ms")?.f64()?, d.column("delay")?.f64()?);
+            let ce = match d.column("ecn") {
+                Ok(c) => Some(c.u32()?.clone()),
+                Err(_) => None,
+            };
+            let marked = |i: usize| {
+                ce.as_ref()
+                    .is_some_and(|c| c.get(i) == Some(u32::from(tunnel::ecn::Codepoint::Ce.bits())))
+            };
+            for (i, (t, d)) in t.iter().zip(delay.iter()).enumerate() {
+                if let (Some(t), Some(d)) = (t, d) {
+                    delays.push((t, d));
+                    if marked(i) {
+                        ce_marks.push((t, d));
+                    }
+                }
             }
-            None => Vec::new(),
-        };
+        }
         delays.sort_by(|a, b| a.0.total_cmp(&b.0));
+        ce_marks.sort_by(|a, b| a.0.total_cmp(&b.0));
         let flow_stats = stats.flows.get(&f);
         series.ingress_mean = ingress_mean(f)?;
         series.egress_mean = flow_stats.map_or(0.0, |s| s.tput_mbps);
-        series.delays = delays
-            .into_iter()
-            .map(|(t, d)| ((t - first_ms) / 1000.0, d))
-            .collect();
+        let since_first = |v: Vec<(f64, f64)>| -> Vec<(f64, f64)> {
+            v.into_iter()
+                .map(|(t, d)| ((t - first_ms) / 1000.0, d))
+                .collect()
+        };
+        series.delays = since_first(delays);
+        series.ce_marks = since_first(ce_marks);
         series.p95_delay_ms = flow_stats.and_then(|s| s.p95_delay_ms);
         for v in [&mut series.ingress, &mut series.egress] {
             v.resize(bins, 0.0);
@@ -205,5 +222,27 @@ mod tests {
         assert_eq!(f2.ingress, [0.0, 500.0 * 8.0 / 500_000.0]);
         assert_eq!(f2.egress, [0.0, 0.0]);
         assert_eq!(f2.p95_delay_ms, None);
+        assert!(f1.ce_marks.is_empty(), "no ecn column, no marks");
+    }
+
+    #[test]
+    fn ce_marked_deliveries_are_kept_with_their_delays() {
+        let arrivals = df!("flow" => [1u32, 1, 1], "t_ms" => [0.0, 10.0, 20.0],
+            "size" => [1500u64, 1500, 1500], "ecn" => [2u32, 2, 2])
+        .unwrap();
+        let departures = df!("flow" => [1u32, 1, 1], "t_ms" => [30.0, 45.0, 70.0],
+            "size" => [1500u64, 1500, 1500], "delay" => [Some(30.0), Some(35.0), Some(50.0)],
+            "ecn" => [Some(2u32), Some(3), Some(3)], "sent_ecn" => [Some(2u32), Some(2), Some(2)])
+        .unwrap();
+        let stats = crate::metrics::run_stats(&arrivals, &departures, None).unwrap();
+        let ts = time_series(&arrivals, &departures, None, &stats, 500.0).unwrap();
+        assert_eq!(ts.flows[&1].ce_marks, [(0.045, 35.0), (0.07, 50.0)]);
+        let ecn = stats.flows[&1].ecn.unwrap();
+        assert_eq!(
+            (ecn.sent.ect0, ecn.delivered.ect0, ecn.delivered.ce),
+            (3, 1, 2)
+        );
+        assert_eq!(ecn.delivered.ce_fraction(), Some(2.0 / 3.0));
+        assert_eq!(ecn.bleached, 0);
     }
 }

@@ -191,6 +191,14 @@ mod tests {
 
     const MS: u64 = SECOND / 1000;
 
+    #[test]
+    fn cross_packets_have_no_ecn_field_and_are_never_marked() {
+        let mut cross = cross_packet();
+        assert_eq!(crate::ecn::codepoint(&cross), None);
+        assert!(!crate::ecn::set_ce(&mut cross));
+        assert_eq!(cross, cross_packet());
+    }
+
     fn times(traffic: &CrossTraffic, until_ns: u64) -> Vec<u64> {
         let mut s = CrossSource::new(traffic);
         let mut out = Vec::new();

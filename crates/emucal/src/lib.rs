@@ -44,7 +44,7 @@
 
 pub mod calibrate;
 pub mod cross;
-pub mod ecn;
+pub use tunnel::ecn;
 pub mod emulator;
 #[cfg(feature = "search")]
 pub mod fit;
@@ -63,3 +63,14 @@ pub mod trace;
 
 /// A packet in flight through the emulator: the IP datagram's bytes.
 pub type Packet = Vec<u8>;
+
+/// A 1500-byte IPv4 packet with ECN bits `ecn` and identification `id` (its byte 5), its header
+/// checksum right: test traffic for the marking queues.
+#[cfg(test)]
+pub(crate) fn test_packet(id: u8, ecn: u8) -> Packet {
+    let mut p = vec![0u8; 1500];
+    p[..12].copy_from_slice(&[0x45, ecn, 0x05, 0xdc, 0, id, 0x40, 0, 64, 17, 0, 0]);
+    let c = ecn::ipv4_header_checksum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p
+}

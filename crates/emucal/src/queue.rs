@@ -785,7 +785,7 @@ impl Pie {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ecn::test_packet as ip_packet;
+    use crate::test_packet as ip_packet;
 
     fn limits(packets: Option<u64>, bytes: Option<u64>) -> Limits {
         Limits { packets, bytes }

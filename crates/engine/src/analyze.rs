@@ -1321,7 +1321,7 @@ fn finite(x: f64) -> Option<f64> {
 
 /// A flow's (or all flows') figures: Pantheon's three, plus our extras (ms), named as such:
 /// the minimum one-way delay and the 95th-percentile queueing delay (one-way delay above the
-/// flow's minimum).
+/// flow's minimum), and the ECN counts when the logs recorded codepoints.
 fn flow_perf(f: &analyzer::FlowStats) -> FlowPerf {
     FlowPerf {
         tput: Some(f.tput_mbps),
@@ -1329,6 +1329,7 @@ fn flow_perf(f: &analyzer::FlowStats) -> FlowPerf {
         loss: Some(f.loss),
         min_delay: f.min_delay_ms,
         queueing_delay: f.p95_queueing_delay_ms,
+        ecn: f.ecn.map(Into::into),
         ..FlowPerf::default()
     }
 }

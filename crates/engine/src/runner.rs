@@ -324,6 +324,9 @@ fn drive_run(
     if let Some(note) = set_host_limits(path, res, &namespaces)? {
         record.notes.push(note);
     }
+    if let Some(note) = set_scheme_sysctls(run.flows, res, &namespaces)? {
+        record.notes.push(note);
+    }
     // Each scheme's qdisc (BBR's fq) on the tunnel devices of its flows' senders.
     let mut qdiscs: Vec<(&str, Vec<&NetNs>)> = Vec::new();
     for (f, &(_, tx)) in run.flows.iter().zip(&namespaces) {
@@ -376,6 +379,33 @@ fn set_host_limits(
         );
     }
     Ok((!said.is_empty()).then(|| format!("end hosts (pt-host): {}", said.join("; "))))
+}
+
+/// Step 1d: each flow's scheme's `sysctls` (e.g. `net.ipv4.tcp_ecn = 1`) in its sender's and
+/// receiver's namespaces. Returns the note for the run record ("scheme sysctls: cubic_ecn
+/// net.ipv4.tcp_ecn = 1"), `None` if no scheme sets any; errors name the sysctl and namespace.
+fn set_scheme_sysctls(
+    flows: &[crate::sequence::RunFlow],
+    res: &RunResources,
+    namespaces: &[FlowNamespaces],
+) -> anyhow::Result<Option<String>> {
+    let mut said: Vec<String> = Vec::new();
+    for (f, &(rx, tx)) in flows.iter().zip(namespaces) {
+        for (name, value) in &f.scheme.sysctls {
+            for ns in [rx, tx] {
+                let ns = &res.namespaces[ns];
+                ns.set_sysctl(name, value).with_context(|| {
+                    format!("{}: set {name} in namespace {}", f.scheme.name, ns.name())
+                })?;
+            }
+            let line = format!("{} {name} = {value}", f.scheme.name);
+            if !said.contains(&line) {
+                said.push(line);
+            }
+        }
+    }
+    Ok((!said.is_empty())
+        .then(|| format!("scheme sysctls (sender and receiver): {}", said.join("; "))))
 }
 
 /// Writes `limits` ([`HostLimits::sysctls`]) in namespace `ns`; the error names the sysctl

@@ -159,6 +159,13 @@ pub struct Scheme {
     /// Queueing discipline to install on the sender's tunnel device when the kernel has it.
     #[serde(default)]
     pub preferred_qdisc: Option<String>,
+    /// Sysctls set in the network namespaces of every flow's sender and receiver before the
+    /// scheme starts, name → value (e.g. `"net.ipv4.tcp_ecn" = "1"`: a kernel TCP that asks for
+    /// ECN). Only network sysctls (`net.*`), which each namespace has its own copy of; a side in
+    /// a guest kernel sets its own in `[guest] sysctls`. Local runs (`run local`, `schemes
+    /// check`); recorded in the run's notes.
+    #[serde(default)]
+    pub sysctls: BTreeMap<String, String>,
     /// What to install.
     #[serde(default)]
     pub dependencies: Dependencies,
@@ -730,6 +737,59 @@ pub enum RegistryError {
     },
 }
 
+impl Scheme {
+    /// What `Registry::load` checks of a parsed descriptor beyond its TOML shape: its name, its
+    /// commands, its ceiling, workloads, simulation, sysctls, `[pantheon]` table, guest and
+    /// source; the error is the message shown after the file's name.
+    fn check(&self) -> Result<(), String> {
+        let s = self;
+        if let Err(e) = analyzer::files::check_name(&s.name) {
+            return Err(format!("name: {e}"));
+        }
+        if s.receiver.command.is_empty() || s.sender.command.is_empty() {
+            return Err("receiver and sender commands must not be empty".into());
+        }
+        if let Some(name) = s.sysctls.keys().find(|k| !k.starts_with("net.")) {
+            return Err(format!(
+                "sysctls: `{name}` is not a network sysctl (net.*): only those are set \
+                     per network namespace, any other would change the whole host"
+            ));
+        }
+        if let Some(c) = s.app_limited_mbps {
+            if !(c.is_finite() && c > 0.0) {
+                return Err(format!("app_limited_mbps must be a positive rate, got {c}"));
+            }
+        }
+        if let Some(w) = &s.workloads {
+            let known = ["bytes", "poisson", "page"];
+            if let Some(k) = w.kinds.iter().find(|k| !known.contains(&k.as_str())) {
+                return Err(format!(
+                    "workloads.kinds: unknown kind `{k}` (known: {})",
+                    known.join(", ")
+                ));
+            }
+            if w.receiver.command.is_empty() || w.sender.command.is_empty() {
+                return Err("workloads: receiver and sender commands must not be empty".into());
+            }
+        }
+        if let Some(sim) = &s.simulation {
+            let problem = match (&sim.controller, &sim.why_not) {
+                (Some(_), Some(_)) => Some("give either controller or why_not".to_owned()),
+                (None, None) => Some("give controller or why_not".to_owned()),
+                (Some(c), None) => s.simulated().err().filter(|_| !left_out_controller(c)),
+                (None, Some(_)) => None,
+            };
+            if let Some(message) = problem {
+                return Err(format!(
+                    "simulation: {message} (known controllers: {SIMULATED_CONTROLLERS})"
+                ));
+            }
+        }
+        s.check_provenance()?;
+        s.check_guest_and_source().map_err(|e| e.to_string())
+    }
+}
+
 /// All schemes known to this run, by name.
 #[derive(Debug, Clone)]
 pub struct Registry {
@@ -745,71 +805,10 @@ impl Registry {
                 file: file.to_owned(),
                 message: e.to_string(),
             })?;
-            if let Err(e) = analyzer::files::check_name(&s.name) {
-                return Err(RegistryError::Descriptor {
-                    file: file.to_owned(),
-                    message: format!("name: {e}"),
-                });
-            }
-            if s.receiver.command.is_empty() || s.sender.command.is_empty() {
-                return Err(RegistryError::Descriptor {
-                    file: file.to_owned(),
-                    message: "receiver and sender commands must not be empty".into(),
-                });
-            }
-            if let Some(c) = s.app_limited_mbps {
-                if !(c.is_finite() && c > 0.0) {
-                    return Err(RegistryError::Descriptor {
-                        file: file.to_owned(),
-                        message: format!("app_limited_mbps must be a positive rate, got {c}"),
-                    });
-                }
-            }
-            if let Some(w) = &s.workloads {
-                let known = ["bytes", "poisson", "page"];
-                if let Some(k) = w.kinds.iter().find(|k| !known.contains(&k.as_str())) {
-                    return Err(RegistryError::Descriptor {
-                        file: file.to_owned(),
-                        message: format!(
-                            "workloads.kinds: unknown kind `{k}` (known: {})",
-                            known.join(", ")
-                        ),
-                    });
-                }
-                if w.receiver.command.is_empty() || w.sender.command.is_empty() {
-                    return Err(RegistryError::Descriptor {
-                        file: file.to_owned(),
-                        message: "workloads: receiver and sender commands must not be empty".into(),
-                    });
-                }
-            }
-            if let Some(sim) = &s.simulation {
-                let problem = match (&sim.controller, &sim.why_not) {
-                    (Some(_), Some(_)) => Some("give either controller or why_not".to_owned()),
-                    (None, None) => Some("give controller or why_not".to_owned()),
-                    (Some(c), None) => s.simulated().err().filter(|_| !left_out_controller(c)),
-                    (None, Some(_)) => None,
-                };
-                if let Some(message) = problem {
-                    return Err(RegistryError::Descriptor {
-                        file: file.to_owned(),
-                        message: format!(
-                            "simulation: {message} (known controllers: {SIMULATED_CONTROLLERS})"
-                        ),
-                    });
-                }
-            }
-            if let Err(message) = s.check_provenance() {
-                return Err(RegistryError::Descriptor {
-                    file: file.to_owned(),
-                    message,
-                });
-            }
-            s.check_guest_and_source()
-                .map_err(|e| RegistryError::Descriptor {
-                    file: file.to_owned(),
-                    message: e.to_string(),
-                })?;
+            s.check().map_err(|message| RegistryError::Descriptor {
+                file: file.to_owned(),
+                message,
+            })?;
             schemes.insert(s.name.clone(), s);
             Ok(())
         };
@@ -1104,6 +1103,19 @@ mod tests {
         let e = load_error_of_edited("webrtc", "app_limited_mbps = 2.5", "app_limited_mbps = -1");
         assert!(
             e.contains("webrtc.toml: app_limited_mbps must be a positive rate, got -1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_scheme_s_sysctls_are_network_ones_only() {
+        let r = Registry::load(None).unwrap();
+        let ecn = &r.get("cubic_ecn").unwrap().sysctls;
+        assert_eq!(ecn.get("net.ipv4.tcp_ecn").map(String::as_str), Some("1"));
+        assert!(r.get("cubic").unwrap().sysctls.is_empty());
+        let e = load_error_of_edited("cubic_ecn", "net.ipv4.tcp_ecn", "vm.swappiness");
+        assert!(
+            e.contains("cubic_ecn.toml: sysctls: `vm.swappiness` is not a network sysctl"),
             "{e}"
         );
     }

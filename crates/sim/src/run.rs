@@ -688,6 +688,7 @@ impl Loop<'_> {
                     size,
                     flow: id,
                     kind: Kind::Ingress,
+                    ecn: None,
                 },
             )?;
             if d == 0 {
@@ -846,6 +847,7 @@ impl Wire<'_> {
                 size: pkt.len() as u32,
                 flow: id,
                 kind: Kind::Egress,
+                ecn: None,
             },
         )?;
         if client {

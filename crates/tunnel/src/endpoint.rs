@@ -12,7 +12,14 @@
 //! timeout set ([`Endpoint::with_peer_timeout`]), a connected endpoint that has sent nothing for
 //! a while sends a KEEPALIVE, and ends ([`State::PeerSilent`]) when it has heard nothing from its
 //! peer for the timeout: a peer that crashed, was killed with SIGKILL or lost its path.
+//!
+//! ECN (ours; pantheon-tunnel's outer headers are always Not-ECT): RFC 6040's normal mode
+//! ([`crate::ecn`]). [`Endpoint::encapsulate`] says which codepoint the outer header must carry
+//! (the inner packet's) and [`Endpoint::handle_datagram`] applies the outer header's codepoint
+//! to the inner packet, so that a queue on the path between the endpoints marks the scheme's
+//! packets as it would without a tunnel. Both log the inner codepoint.
 
+use crate::ecn::{self, Codepoint, Decapsulated};
 use crate::log::{Kind, Record, Role};
 use crate::wire::{self, Datagram};
 
@@ -39,6 +46,9 @@ pub struct Counters {
     pub dropped_unconnected: u64,
     /// SYNs answered after the first (late SYNs).
     pub extra_syns: u64,
+    /// Data packets dropped at decapsulation: the outer header was marked CE around a
+    /// Not-ECT inner packet (RFC 6040), so its transport could not have heard the mark.
+    pub ce_on_not_ect: u64,
 }
 
 /// Handshake state.
@@ -143,9 +153,18 @@ impl Endpoint {
         self.counters
     }
 
-    /// Handles one datagram from the peer received at `now`. Returns the inner IP packet to
-    /// write to the TUN device, if it is a data packet (its ingress record is logged).
-    pub fn handle_datagram<'a>(&mut self, now: u64, buf: &'a [u8]) -> Option<&'a [u8]> {
+    /// Handles one datagram from the peer received at `now` whose outer IP header carried ECN
+    /// codepoint `outer` (Not-ECT where the I/O cannot read it). Returns the inner IP packet to
+    /// write to the TUN device, if it is a data packet: RFC 6040's decapsulation has been
+    /// applied to it in place (an outer CE marks an ECN-capable inner packet CE) and its
+    /// ingress record logged with the inner codepoint. A CE outer header around a Not-ECT
+    /// inner packet drops the packet (counted in [`Counters::ce_on_not_ect`], not logged).
+    pub fn handle_datagram<'a>(
+        &mut self,
+        now: u64,
+        buf: &'a mut [u8],
+        outer: Codepoint,
+    ) -> Option<&'a [u8]> {
         let parsed = wire::parse(buf);
         if parsed.is_ok() {
             self.last_heard = now;
@@ -165,7 +184,15 @@ impl Endpoint {
                 }
                 None
             }
-            Ok(Datagram::Data { uid, packet }) if self.state == State::Connected => {
+            Ok(Datagram::Data { uid, .. }) if self.state == State::Connected => {
+                let packet = &mut buf[wire::UID_LEN..];
+                let inner = match ecn::decapsulate(outer, packet) {
+                    Decapsulated::Forward(cp) => cp,
+                    Decapsulated::Drop => {
+                        self.counters.ce_on_not_ect += 1;
+                        return None;
+                    }
+                };
                 self.counters.received += 1;
                 self.log.push(Record {
                     t_ns: now,
@@ -173,6 +200,7 @@ impl Endpoint {
                     size: (packet.len() + wire::OVERHEAD) as u32,
                     flow: self.flow,
                     kind: Kind::Ingress,
+                    ecn: Some(inner),
                 });
                 Some(packet)
             }
@@ -191,9 +219,16 @@ impl Endpoint {
 
     /// Encapsulates a packet read from the TUN device at `now`. The caller read the IP packet
     /// into `buf[8..8 + ip_len]` (8 bytes of headroom, so nothing is copied); this writes the UID
-    /// into `buf[..8]`, logs the egress record and returns the datagram length. Returns `None`
-    /// (and counts the drop) while the tunnel is not connected.
-    pub fn encapsulate(&mut self, now: u64, buf: &mut [u8], ip_len: usize) -> Option<usize> {
+    /// into `buf[..8]`, logs the egress record (with the inner ECN codepoint) and returns the
+    /// datagram length and the ECN codepoint its outer IP header must carry (RFC 6040's normal
+    /// mode: the inner one). Returns `None` (and counts the drop) while the tunnel is not
+    /// connected.
+    pub fn encapsulate(
+        &mut self,
+        now: u64,
+        buf: &mut [u8],
+        ip_len: usize,
+    ) -> Option<(usize, Codepoint)> {
         if self.state != State::Connected {
             self.counters.dropped_unconnected += 1;
             return None;
@@ -203,14 +238,16 @@ impl Endpoint {
         self.last_sent = now;
         wire::write_uid(buf, uid);
         self.counters.sent += 1;
+        let outer = ecn::encapsulate(&buf[wire::UID_LEN..wire::UID_LEN + ip_len]);
         self.log.push(Record {
             t_ns: now,
             uid,
             size: (ip_len + wire::OVERHEAD) as u32,
             flow: self.flow,
             kind: Kind::Egress,
+            ecn: Some(outer),
         });
-        Some(ip_len + wire::UID_LEN)
+        Some((ip_len + wire::UID_LEN, outer))
     }
 
     /// A control datagram to send now, if any: the client's SYNs, the server's ACKs, FINs
@@ -291,7 +328,9 @@ mod tests {
     /// Moves every pending control datagram of `from` into `to`.
     fn exchange(now: u64, from: &mut Endpoint, to: &mut Endpoint) {
         while let Some(d) = from.poll_transmit(now) {
-            assert!(to.handle_datagram(now, &d).is_none());
+            assert!(to
+                .handle_datagram(now, &mut d.clone(), Codepoint::NotEct)
+                .is_none());
         }
     }
 
@@ -308,9 +347,12 @@ mod tests {
         let mut buf = [0u8; 64];
         for i in 0..3u64 {
             buf[8..36].copy_from_slice(&IP);
-            let n = client.encapsulate(10 + i, &mut buf, IP.len()).unwrap();
+            let (n, outer) = client.encapsulate(10 + i, &mut buf, IP.len()).unwrap();
+            assert_eq!(outer, Codepoint::NotEct);
             assert_eq!(n, 36);
-            let inner = server.handle_datagram(20 + i, &buf[..n]).unwrap();
+            let inner = server
+                .handle_datagram(20 + i, &mut buf[..n], Codepoint::NotEct)
+                .unwrap();
             assert_eq!(inner, &IP);
         }
         let sent: Vec<_> = client.drain_log().collect();
@@ -321,6 +363,59 @@ mod tests {
         assert!(sent.iter().chain(&recv).all(|r| r.size == 28 + 36));
         assert_eq!(recv[2].t_ns, 22);
         assert_eq!(recv[2].kind, Kind::Ingress);
+    }
+
+    #[test]
+    fn ecn_crosses_the_tunnel_as_rfc_6040_says() {
+        let (mut server, mut client) = connected_pair(0);
+        // An IPv4 header with TOS `tos` and a right checksum, in a datagram with UID headroom.
+        let datagram = |tos: u8| {
+            let mut d = vec![0u8; 8 + 40];
+            d[8..20].copy_from_slice(&[0x45, tos, 0, 40, 0, 1, 0x40, 0, 64, 6, 0, 0]);
+            let c = ecn::ipv4_header_checksum(&d[8..28]);
+            d[18..20].copy_from_slice(&c.to_be_bytes());
+            d
+        };
+        // Each inner codepoint leaves with the same outer codepoint and is logged.
+        for (tos, cp) in [
+            (0x00, Codepoint::NotEct),
+            (0x02, Codepoint::Ect0),
+            (0xb9, Codepoint::Ect1),
+            (0x03, Codepoint::Ce),
+        ] {
+            let mut d = datagram(tos);
+            assert_eq!(client.encapsulate(1, &mut d, 40), Some((48, cp)));
+        }
+        let sent: Vec<_> = client.drain_log().map(|r| r.ecn).collect();
+        assert_eq!(
+            sent,
+            [
+                Codepoint::NotEct,
+                Codepoint::Ect0,
+                Codepoint::Ect1,
+                Codepoint::Ce
+            ]
+            .map(Some)
+        );
+        // A queue marked the outer header CE: an ECT(0) packet comes out CE, checksum right.
+        let mut d = datagram(0x02);
+        let inner = server.handle_datagram(2, &mut d, Codepoint::Ce).unwrap();
+        assert_eq!(ecn::codepoint(inner), Some(Codepoint::Ce));
+        assert_eq!(
+            u16::from_be_bytes([inner[10], inner[11]]),
+            ecn::ipv4_header_checksum(&inner[..20])
+        );
+        // An unmarked outer header leaves ECT(1) alone.
+        let mut d = datagram(0x01);
+        let inner = server.handle_datagram(3, &mut d, Codepoint::Ect1).unwrap();
+        assert_eq!(ecn::codepoint(inner), Some(Codepoint::Ect1));
+        // CE around Not-ECT: dropped, counted, not logged.
+        let mut d = datagram(0x00);
+        assert_eq!(server.handle_datagram(4, &mut d, Codepoint::Ce), None);
+        assert_eq!(server.counters().ce_on_not_ect, 1);
+        assert_eq!(server.counters().received, 2);
+        let got: Vec<_> = server.drain_log().map(|r| (r.t_ns, r.ecn)).collect();
+        assert_eq!(got, [(2, Some(Codepoint::Ce)), (3, Some(Codepoint::Ect1))]);
     }
 
     #[test]
@@ -367,10 +462,16 @@ mod tests {
         client.close();
         let fins: Vec<_> = std::iter::from_fn(|| client.poll_transmit(5)).collect();
         assert_eq!(fins.len(), usize::from(FIN_COPIES));
-        assert_eq!(server.handle_datagram(6, &fins[0]), None);
+        assert_eq!(
+            server.handle_datagram(6, &mut fins[0].clone(), Codepoint::NotEct),
+            None
+        );
         assert_eq!(server.state(), State::PeerClosed);
         // Later copies and data after the FIN are not taken.
-        assert_eq!(server.handle_datagram(7, &fins[1]), None);
+        assert_eq!(
+            server.handle_datagram(7, &mut fins[1].clone(), Codepoint::NotEct),
+            None
+        );
         let mut buf = [0u8; 36];
         buf[8] = 0x45;
         assert!(server.encapsulate(8, &mut buf, 28).is_none());
@@ -394,7 +495,11 @@ mod tests {
         buf[8] = 0x45;
         server.encapsulate(2 * S - 1, &mut buf, 28).unwrap();
         assert!(server.poll_transmit(2 * S).is_none());
-        server.handle_datagram(5 * S, &wire::control(wire::KEEPALIVE));
+        server.handle_datagram(
+            5 * S,
+            &mut wire::control(wire::KEEPALIVE),
+            Codepoint::NotEct,
+        );
         assert_eq!(
             server.poll_transmit(14 * S),
             Some(wire::control(wire::KEEPALIVE))
@@ -411,10 +516,14 @@ mod tests {
         let mut server = Endpoint::new(Role::Server, 1, 0);
         let mut buf = [0u8; 64];
         assert!(server.encapsulate(0, &mut buf, 28).is_none());
-        assert!(server.handle_datagram(0, &[1, 2, 3]).is_none());
+        assert!(server
+            .handle_datagram(0, &mut [1, 2, 3], Codepoint::NotEct)
+            .is_none());
         let mut data = [0u8; 36];
         data[8] = 0x45;
-        assert!(server.handle_datagram(0, &data).is_none());
+        assert!(server
+            .handle_datagram(0, &mut data, Codepoint::NotEct)
+            .is_none());
         assert_eq!(server.counters().malformed, 2);
         assert_eq!(server.counters().dropped_unconnected, 1);
         assert_eq!(server.drain_log().count(), 0);

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use netns::NetNs;
 
+use crate::ecn::Codepoint;
 use crate::endpoint::{Counters, Endpoint, State};
 use crate::log::{Direction, Header, Kind, LogFormat, LogWriter, Role};
 use crate::ring::LogRing;
@@ -242,6 +243,7 @@ pub fn start(
         stride,
         sizes: [0; SEGMENTS],
         datagram_lens: [0; SEGMENTS],
+        outer_ecn: [0; SEGMENTS],
         tun_read: vec![0; tun_rs::VIRTIO_NET_HDR_LEN + 65_535],
         rx_buf: vec![0; RX_LEN],
         tun_batch: TunBatch::new(),
@@ -259,7 +261,8 @@ pub fn start(
 }
 
 /// The tunnel's UDP socket, bound (in `socket_ns` if given) to the server's address or, for a
-/// client, any port; bound to `cfg.bind_device` if given; 8 MiB buffers, UDP GRO on.
+/// client, any port; bound to `cfg.bind_device` if given; 8 MiB buffers, UDP GRO and
+/// `IP_RECVTOS` on.
 fn bind_socket(cfg: &EndpointConfig, socket_ns: Option<&NetNs>) -> Result<UdpSocket, Error> {
     let bind = || -> std::io::Result<UdpSocket> {
         let bind_addr = match cfg.role {
@@ -283,6 +286,8 @@ fn bind_socket(cfg: &EndpointConfig, socket_ns: Option<&NetNs>) -> Result<UdpSoc
     set_buffer(&socket, libc::SO_RCVBUF, 8 << 20);
     set_buffer(&socket, libc::SO_SNDBUF, 8 << 20);
     udp::enable_gro(socket.as_raw_fd());
+    // The outer header's ECN field, for RFC 6040's decapsulation.
+    udp::enable_recv_tos(socket.as_raw_fd());
     Ok(socket)
 }
 
@@ -410,6 +415,8 @@ struct Relay {
     stride: usize,
     sizes: [usize; SEGMENTS],
     datagram_lens: [usize; SEGMENTS],
+    /// The ECN bits each datagram's outer header carries (RFC 6040: the inner packet's).
+    outer_ecn: [u8; SEGMENTS],
     /// The raw TUN read: virtio-net header + up to 64 KiB GSO packet.
     tun_read: Vec<u8>,
     /// Received datagrams (possibly several, coalesced by UDP_GRO).
@@ -535,7 +542,12 @@ impl Relay {
     fn receive_from_peer(&mut self) {
         let fd = self.socket.as_raw_fd();
         for _ in 0..READS_PER_WAKE {
-            let (n, from, segment) = match udp::recv_coalesced(fd, &mut self.rx_buf) {
+            let udp::Received {
+                len: n,
+                from,
+                segment,
+                tos,
+            } = match udp::recv_coalesced(fd, &mut self.rx_buf) {
                 Ok(x) => x,
                 Err(_) => break,
             };
@@ -550,9 +562,10 @@ impl Relay {
                 }
             }
             let now = self.now();
+            let outer = Codepoint::from_bits(tos);
             let step = segment.map_or(n, usize::from).max(1);
-            for datagram in self.rx_buf[..n].chunks(step) {
-                if let Some(packet) = self.endpoint.handle_datagram(now, datagram) {
+            for datagram in self.rx_buf[..n].chunks_mut(step) {
+                if let Some(packet) = self.endpoint.handle_datagram(now, datagram, outer) {
                     self.tun_batch.push(packet, &self.tun, &self.control);
                 }
             }
@@ -595,7 +608,10 @@ impl Relay {
                 for i in used..used + n {
                     let slot = &mut self.egress_buf[i * stride..(i + 1) * stride];
                     match self.endpoint.encapsulate(now, slot, self.sizes[i]) {
-                        Some(len) => self.datagram_lens[i] = len,
+                        Some((len, ecn)) => {
+                            self.datagram_lens[i] = len;
+                            self.outer_ecn[i] = ecn.bits();
+                        }
                         None => return, // not connected yet: the endpoint counted the drops
                     }
                 }
@@ -611,14 +627,16 @@ impl Relay {
     }
 
     /// Sends datagrams `0..n` of the egress buffer, slot `i` holding datagram `i`. Runs of
-    /// equal-length datagrams (the last of a run may be shorter) leave in one segmented send:
-    /// full-size ones already lie end to end; shorter ones (ACKs) are first moved together.
+    /// equal-length datagrams (the last of a run may be shorter) with the same outer ECN field
+    /// leave in one segmented send: full-size ones already lie end to end; shorter ones (ACKs)
+    /// are first moved together.
     fn send_datagrams(&mut self, n: usize, peer: SocketAddrV4) {
         let stride = self.stride;
         let fd = self.socket.as_raw_fd();
         let mut i = 0;
         while i < n {
             let size = self.datagram_lens[i];
+            let tos = self.outer_ecn[i];
             let start = i * stride;
             let mut end = start + size;
             let mut j = i + 1;
@@ -627,6 +645,7 @@ impl Relay {
                 && j - i < udp::MAX_SEGMENTS
                 && end - start + size <= udp::MAX_SEND_BYTES
                 && self.datagram_lens[j] <= size
+                && self.outer_ecn[j] == tos
             {
                 let len = self.datagram_lens[j];
                 if j * stride != end {
@@ -640,7 +659,7 @@ impl Relay {
                 }
             }
             let segment = if j - i > 1 { size as u16 } else { 0 };
-            if udp::send_segments(fd, &self.egress_buf[start..end], segment, peer).is_err()
+            if udp::send_segments(fd, &self.egress_buf[start..end], segment, tos, peer).is_err()
                 && segment != 0
             {
                 // Resend this run one datagram at a time, and stop segmenting.
@@ -648,7 +667,7 @@ impl Relay {
                 let mut at = start;
                 for k in i..j {
                     let len = self.datagram_lens[k];
-                    let _ = udp::send_segments(fd, &self.egress_buf[at..at + len], 0, peer);
+                    let _ = udp::send_segments(fd, &self.egress_buf[at..at + len], 0, tos, peer);
                     at += len;
                 }
             }

@@ -12,20 +12,22 @@
 //! - [`endpoint::Endpoint`]: the sans-IO state machine (handshake, UIDs, log records), fed
 //!   `(now, bytes)` and tested without sockets.
 //! - [`log`]: the binary packet-log format and its reader/writer.
+//! - [`ecn`]: the ECN field of IP packets, carried across the tunnel as RFC 6040 says.
 //! - [`io`]: the thin shell: UDP socket + TUN device in a network namespace + one thread.
 //! - [`messages`] (feature `cli`): the programs print the libraries' `tracing` messages.
 //!
 //! ```
-//! use pantheon_tunnel::{endpoint::Endpoint, log::Role};
+//! use pantheon_tunnel::{ecn::Codepoint, endpoint::Endpoint, log::Role};
 //! let mut server = Endpoint::new(Role::Server, 1, 0);
 //! let mut client = Endpoint::new(Role::Client, 1, 0);
-//! let syn = client.poll_transmit(0).unwrap();
-//! server.handle_datagram(0, &syn);
-//! let ack = server.poll_transmit(0).unwrap();
-//! client.handle_datagram(0, &ack);
+//! let mut syn = client.poll_transmit(0).unwrap();
+//! server.handle_datagram(0, &mut syn, Codepoint::NotEct);
+//! let mut ack = server.poll_transmit(0).unwrap();
+//! client.handle_datagram(0, &mut ack, Codepoint::NotEct);
 //! assert!(client.is_connected() && server.is_connected());
 //! ```
 
+pub mod ecn;
 pub mod endpoint;
 #[cfg(feature = "io")]
 pub mod io;

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! header, 64 bytes:
-//!   0..8   magic b"PANTHLOG"          8..10  version (1)
+//!   0..8   magic b"PANTHLOG"          8..10  version (2; 1 is read too)
 //!   10     role (0 server, 1 client)  11     kind (0 ingress, 1 egress)
 //!   12..14 flow id (1-based)          14     direction (0 datalink, 1 acklink)
 //!   15     flags (bit 0: clock offset measured)
@@ -20,7 +20,11 @@
 //!   0..8   t_ns: time of the event, ns since the base time (u64)
 //!   8..16  uid of the packet (u64)
 //!   16..20 size: outer datagram bytes = inner IP length + 36, as pantheon-tunnel logs (u32)
-//!   20..22 flow id (u16)              22     event (0 ingress, 1 egress)   23 reserved
+//!   20..22 flow id (u16)              22     event (0 ingress, 1 egress)
+//!   23     ECN (version 2): bit 7 set when the field was recorded, bits 0..2 the packet's
+//!          ECN codepoint (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE) — as sent for an egress
+//!          record, as delivered (after RFC 6040 decapsulation) for an ingress one;
+//!          0 in version 1 (reserved) and when unknown
 //! ```
 //! A truncated file keeps every whole record; [`read_log`] says where it stopped.
 
@@ -28,10 +32,16 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use crate::ecn::Codepoint;
+
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"PANTHLOG";
-/// Format version written by this crate.
-pub const VERSION: u16 = 1;
+/// Format version written by this crate (2: records carry the ECN codepoint).
+pub const VERSION: u16 = 2;
+/// Oldest format version read (1: byte 23 of a record reserved, so no ECN field).
+pub const OLDEST_VERSION: u16 = 1;
+/// Bit 7 of a record's byte 23: the ECN codepoint in bits 0..2 was recorded.
+const ECN_RECORDED: u8 = 0x80;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 64;
 /// Record length in bytes.
@@ -137,7 +147,7 @@ impl Header {
             ));
         }
         let version = u16::from_le_bytes([b[8], b[9]]);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(FormatError::at(
                 8,
                 &format!("unsupported version {version}"),
@@ -191,6 +201,9 @@ pub struct Record {
     pub flow: u16,
     /// Ingress or egress.
     pub kind: Kind,
+    /// The packet's ECN codepoint, if recorded: as sent (egress), as delivered (ingress).
+    /// `None` in version-1 logs and from writers that do not see the IP header.
+    pub ecn: Option<Codepoint>,
 }
 
 impl Record {
@@ -202,6 +215,7 @@ impl Record {
         b[16..20].copy_from_slice(&self.size.to_le_bytes());
         b[20..22].copy_from_slice(&self.flow.to_le_bytes());
         b[22] = self.kind as u8;
+        b[23] = self.ecn.map_or(0, |c| ECN_RECORDED | c.bits());
         b
     }
 
@@ -218,6 +232,7 @@ impl Record {
             size: u32::from_le_bytes(b[16..20].try_into().expect("4 bytes")),
             flow: u16::from_le_bytes([b[20], b[21]]),
             kind,
+            ecn: (b[23] & ECN_RECORDED != 0).then(|| Codepoint::from_bits(b[23])),
         })
     }
 }
@@ -667,7 +682,7 @@ mod tests {
     fn golden_header_bytes() {
         let b = header().encode();
         assert_eq!(&b[0..8], b"PANTHLOG");
-        assert_eq!(&b[8..18], &[1, 0, 1, 1, 2, 0, 0, 1, 24, 0]);
+        assert_eq!(&b[8..18], &[2, 0, 1, 1, 2, 0, 0, 1, 24, 0]);
         assert_eq!(Header::decode(&b).unwrap(), header());
         let mut bad = b;
         bad[0] = b'X';
@@ -697,6 +712,7 @@ mod tests {
             size: 1500,
             flow: 2,
             kind: Kind::Egress,
+            ecn: Some(Codepoint::Ect1),
         };
         w.push(&r).unwrap();
         w.flush().unwrap();
@@ -707,6 +723,53 @@ mod tests {
         assert_eq!(log.header.clock_drift_ppb, 1_000);
         assert_eq!(log.records, vec![r]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn records_keep_their_ecn_codepoint_and_version_1_logs_still_read() {
+        let mut h = header();
+        h.clock_offset_ns = None;
+        h.clock_drift_ppb = 0;
+        let rec = |uid, ecn| Record {
+            t_ns: uid * 10,
+            uid,
+            size: 1500,
+            flow: 1,
+            kind: Kind::Ingress,
+            ecn,
+        };
+        let records: Vec<Record> = [
+            None,
+            Some(Codepoint::NotEct),
+            Some(Codepoint::Ect1),
+            Some(Codepoint::Ect0),
+            Some(Codepoint::Ce),
+        ]
+        .into_iter()
+        .zip(0..)
+        .map(|(ecn, uid)| rec(uid, ecn))
+        .collect();
+        let mut bytes = h.encode().to_vec();
+        for r in &records {
+            bytes.extend_from_slice(&r.encode());
+        }
+        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 2);
+        assert_eq!(
+            bytes[HEADER_LEN + 4 * RECORD_LEN + 23],
+            0x83,
+            "CE, recorded"
+        );
+        assert_eq!(parse_log(&bytes).unwrap().records, records);
+        // Version 1: byte 23 was reserved (0), so no record has a codepoint.
+        bytes[8] = 1;
+        for i in 0..records.len() {
+            bytes[HEADER_LEN + i * RECORD_LEN + 23] = 0;
+        }
+        let v1 = parse_log(&bytes).unwrap();
+        assert!(v1.records.iter().all(|r| r.ecn.is_none()));
+        assert_eq!(v1.records.len(), 5);
+        bytes[8] = 3;
+        assert_eq!(parse_log(&bytes).unwrap_err().offset, 8);
     }
 
     #[test]
@@ -722,6 +785,7 @@ mod tests {
                 size: 1500,
                 flow: 2,
                 kind: Kind::Egress,
+                ecn: None,
             })
             .unwrap();
         }
@@ -767,6 +831,7 @@ mod tests {
                 size: 100,
                 flow: 1,
                 kind: Kind::Ingress,
+                ecn: None,
             })
             .unwrap();
         }
@@ -813,6 +878,7 @@ mod tests {
                     size: 120,
                     flow: 1,
                     kind: Kind::Ingress,
+                    ecn: None,
                 },
                 Record {
                     t_ns: 2_026_180_600,
@@ -820,6 +886,7 @@ mod tests {
                     size: 120,
                     flow: 1,
                     kind: Kind::Ingress,
+                    ecn: None,
                 },
             ],
             stopped_at: None,
@@ -846,6 +913,7 @@ mod tests {
             size: 1500,
             flow: 1,
             kind,
+            ecn: None,
         };
         let mut h = header();
         let egress = LogFile {

@@ -137,6 +137,7 @@ mod tests {
                 size: 100,
                 flow: 1,
                 kind: Kind::Ingress,
+                ecn: None,
             };
             ring.push(rec);
             if uid % 1000 == 0 {

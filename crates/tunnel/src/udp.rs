@@ -5,6 +5,11 @@
 //! `UDP_GRO` one `recvmsg` may return several datagrams from one sender coalesced the same
 //! way, with their size in a control message. Every datagram still travels on the wire as
 //! its own UDP datagram: the peer (or a Pantheon endpoint) sees no difference.
+//!
+//! The IP header's TOS byte travels beside them (RFC 6040's ECN copy, [`crate::ecn`]): a send
+//! sets it with an `IP_TOS` control message (one value for every datagram of the send), and with
+//! `IP_RECVTOS` on (see [`enable_recv_tos`]) a receive reports it — the kernel coalesces only
+//! datagrams whose headers agree, TOS included.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -35,6 +40,22 @@ pub fn enable_gro(fd: RawFd) -> bool {
     }
 }
 
+/// Asks the kernel to report each received datagram's TOS byte (`IP_RECVTOS`), which carries
+/// its ECN field; false if it cannot.
+pub fn enable_recv_tos(fd: RawFd) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt with an int option on a socket the caller owns.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_RECVTOS,
+            &on as *const libc::c_int as *const libc::c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
 fn sockaddr(to: SocketAddrV4) -> libc::sockaddr_in {
     // SAFETY: sockaddr_in is plain old data; all-zero is a valid value.
     let mut sa: libc::sockaddr_in = unsafe { zeroed() };
@@ -57,29 +78,51 @@ fn msghdr(sa: &mut libc::sockaddr_in, iov: &mut libc::iovec) -> libc::msghdr {
 }
 
 /// Sends `buf` to `to`: as one datagram if `segment` is 0 or not smaller than `buf`, else as
-/// datagrams of `segment` bytes (the last may be shorter) with one `UDP_SEGMENT` send.
-/// Blocks while the socket buffer is full, up to the socket's send timeout.
-pub fn send_segments(fd: RawFd, buf: &[u8], segment: u16, to: SocketAddrV4) -> io::Result<usize> {
+/// datagrams of `segment` bytes (the last may be shorter) with one `UDP_SEGMENT` send. Every
+/// datagram's IP header gets TOS byte `tos` (0: the socket's default, Not-ECT; the ECN field is
+/// its low two bits). Blocks while the socket buffer is full, up to the socket's send timeout.
+pub fn send_segments(
+    fd: RawFd,
+    buf: &[u8],
+    segment: u16,
+    tos: u8,
+    to: SocketAddrV4,
+) -> io::Result<usize> {
     let mut sa = sockaddr(to);
     let mut iov = libc::iovec {
         iov_base: buf.as_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
-    // Room for one cmsg carrying a u16, 8-byte aligned.
-    let mut control = [0u64; 4];
+    // Room for two cmsgs of at most an int each, 8-byte aligned.
+    let mut control = [0u64; 8];
     let mut msg = msghdr(&mut sa, &mut iov);
-    if segment != 0 && (segment as usize) < buf.len() {
-        // SAFETY: the control buffer is large enough for one cmsg with a u16 payload, and
-        // CMSG_* only compute offsets inside it.
-        unsafe {
-            let space = libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
+    let segmented = segment != 0 && (segment as usize) < buf.len();
+    // SAFETY: the control buffer is large enough for both cmsgs (2 × CMSG_SPACE(4) = 48 bytes
+    // of 64), and CMSG_* only compute offsets inside it.
+    unsafe {
+        let space_u16 = libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
+        let space_int = libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize;
+        let len = usize::from(segmented) * space_u16 + usize::from(tos != 0) * space_int;
+        if len > 0 {
             msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-            msg.msg_controllen = space;
-            let cmsg = libc::CMSG_FIRSTHDR(&msg);
-            (*cmsg).cmsg_level = libc::SOL_UDP;
-            (*cmsg).cmsg_type = UDP_SEGMENT;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
-            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut u16, segment);
+            msg.msg_controllen = len;
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            if segmented {
+                (*cmsg).cmsg_level = libc::SOL_UDP;
+                (*cmsg).cmsg_type = UDP_SEGMENT;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut u16, segment);
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+            if tos != 0 {
+                (*cmsg).cmsg_level = libc::IPPROTO_IP;
+                (*cmsg).cmsg_type = libc::IP_TOS;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize;
+                std::ptr::write_unaligned(
+                    libc::CMSG_DATA(cmsg) as *mut libc::c_int,
+                    libc::c_int::from(tos),
+                );
+            }
         }
     }
     // SAFETY: msg points to live buffers for the duration of the call.
@@ -91,10 +134,22 @@ pub fn send_segments(fd: RawFd, buf: &[u8], segment: u16, to: SocketAddrV4) -> i
     }
 }
 
-/// Receives without blocking into `buf`. Returns the byte count, the sender, and the size of
-/// each coalesced datagram if the kernel coalesced several (`UDP_GRO`); `WouldBlock` if none
-/// is waiting.
-pub fn recv_coalesced(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, SocketAddrV4, Option<u16>)> {
+/// One receive: its byte count, sender, the size of each coalesced datagram if the kernel
+/// coalesced several (`UDP_GRO`), and the datagrams' TOS byte (0 unless `IP_RECVTOS` is on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    /// Bytes received.
+    pub len: usize,
+    /// The sender.
+    pub from: SocketAddrV4,
+    /// Size of each coalesced datagram (the last may be shorter), if several were coalesced.
+    pub segment: Option<u16>,
+    /// The IP header's TOS byte (its low two bits: the ECN field).
+    pub tos: u8,
+}
+
+/// Receives without blocking into `buf` ([`Received`]); `WouldBlock` if nothing is waiting.
+pub fn recv_coalesced(fd: RawFd, buf: &mut [u8]) -> io::Result<Received> {
     let mut sa = sockaddr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
@@ -109,14 +164,20 @@ pub fn recv_coalesced(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, SocketAdd
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut segment = None;
+    let (mut segment, mut tos) = (None, 0);
     // SAFETY: walks the control messages the kernel wrote into `control`.
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
         while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == UDP_GRO {
-                let size = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::c_int);
-                segment = u16::try_from(size).ok();
+            let data = libc::CMSG_DATA(cmsg);
+            match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
+                (libc::SOL_UDP, UDP_GRO) => {
+                    let size = std::ptr::read_unaligned(data as *const libc::c_int);
+                    segment = u16::try_from(size).ok();
+                }
+                // IP_RECVTOS delivers one byte.
+                (libc::IPPROTO_IP, libc::IP_TOS) => tos = *data,
+                _ => {}
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
@@ -125,7 +186,12 @@ pub fn recv_coalesced(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, SocketAdd
         Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)),
         u16::from_be(sa.sin_port),
     );
-    Ok((n as usize, from, segment))
+    Ok(Received {
+        len: n as usize,
+        from,
+        segment,
+        tos,
+    })
 }
 
 #[cfg(test)]
@@ -135,28 +201,44 @@ mod tests {
     use std::os::fd::AsRawFd;
 
     #[test]
-    fn segmented_send_arrives_as_separate_datagrams_or_coalesced() {
+    fn segmented_send_arrives_as_separate_datagrams_with_their_tos() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(enable_recv_tos(rx.as_raw_fd()));
         let to = match rx.local_addr().unwrap() {
             std::net::SocketAddr::V4(a) => a,
             _ => unreachable!(),
         };
-        // Three datagrams: 100, 100 and 37 bytes, each starting with its index.
+        // Three datagrams: 100, 100 and 37 bytes, each starting with its index, sent ECT(1);
+        // then one alone, CE, and one without a TOS (the socket's default, 0).
         let mut buf = vec![0u8; 237];
         buf[100] = 1;
         buf[200] = 2;
-        assert_eq!(send_segments(tx.as_raw_fd(), &buf, 100, to).unwrap(), 237);
+        assert_eq!(
+            send_segments(tx.as_raw_fd(), &buf, 100, 0x01, to).unwrap(),
+            237
+        );
+        assert_eq!(
+            send_segments(tx.as_raw_fd(), &[3; 10], 0, 0x03, to).unwrap(),
+            10
+        );
+        assert_eq!(
+            send_segments(tx.as_raw_fd(), &[4; 10], 0, 0, to).unwrap(),
+            10
+        );
 
-        // Without UDP_GRO the receiver sees three datagrams.
+        // Without UDP_GRO the receiver sees five datagrams, each with the TOS it was sent with.
         std::thread::sleep(std::time::Duration::from_millis(20));
         let mut got = Vec::new();
         let mut rbuf = vec![0u8; 65536];
-        while let Ok((n, from, seg)) = recv_coalesced(rx.as_raw_fd(), &mut rbuf) {
-            assert_eq!(from.port(), tx.local_addr().unwrap().port());
-            assert_eq!(seg, None);
-            got.push((n, rbuf[0]));
+        while let Ok(r) = recv_coalesced(rx.as_raw_fd(), &mut rbuf) {
+            assert_eq!(r.from.port(), tx.local_addr().unwrap().port());
+            assert_eq!(r.segment, None);
+            got.push((r.len, rbuf[0], r.tos));
         }
-        assert_eq!(got, vec![(100, 0), (100, 1), (37, 2)]);
+        assert_eq!(
+            got,
+            vec![(100, 0, 1), (100, 1, 1), (37, 2, 1), (10, 3, 3), (10, 4, 0)]
+        );
     }
 }

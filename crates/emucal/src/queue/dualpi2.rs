@@ -476,7 +476,7 @@ impl DualPi2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ecn::test_packet as pkt;
+    use crate::test_packet as pkt;
 
     const MS: u64 = 1_000_000;
 

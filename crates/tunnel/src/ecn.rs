@@ -1,4 +1,5 @@
-//! Explicit Congestion Notification (RFC 3168, RFC 9331) on the emulator's packets.
+//! Explicit Congestion Notification (RFC 3168, RFC 9331) on the tunnel's and the emulator's
+//! packets.
 //!
 //! # Brief overview
 //!
@@ -20,8 +21,14 @@
 //! 1624) — and says whether it could, as Linux's `INET_ECN_set_ce`, so that a queue drops the
 //! packets it cannot mark.
 //!
+//! A tunnel carries the field across as RFC 6040's *normal mode* says ([`encapsulate`],
+//! [`decapsulate`]): the outer header gets a copy of the inner packet's field, so that a queue on
+//! the path sees and may mark an ECN-capable packet; at the far end a CE mark on the outer header
+//! is carried into the inner one, and a marked outer header around a Not-ECT packet (which no
+//! well-behaved queue produces) means the packet is dropped.
+//!
 //! ```
-//! use pantheon_emucal::ecn::{codepoint, set_ce, Codepoint};
+//! use pantheon_tunnel::ecn::{codepoint, set_ce, Codepoint};
 //! // An IPv4 header sent with ECT(0) (TOS 0x02).
 //! let mut pkt = vec![0x45, 0x02, 0, 20, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
 //! assert_eq!(codepoint(&pkt), Some(Codepoint::Ect0));
@@ -155,15 +162,41 @@ pub fn ipv4_header_checksum(header: &[u8]) -> u16 {
     !(sum as u16)
 }
 
-/// A 1500-byte IPv4 packet with ECN bits `ecn` and identification `id` (its byte 5), its header
-/// checksum right: test traffic for the marking queues.
-#[cfg(test)]
-pub(crate) fn test_packet(id: u8, ecn: u8) -> crate::Packet {
-    let mut p = vec![0u8; 1500];
-    p[..12].copy_from_slice(&[0x45, ecn, 0x05, 0xdc, 0, id, 0x40, 0, 64, 17, 0, 0]);
-    let c = ipv4_header_checksum(&p[..20]);
-    p[10..12].copy_from_slice(&c.to_be_bytes());
-    p
+/// The ECN field an encapsulating header gets for inner packet `inner` (RFC 6040 §4.1, normal
+/// mode): a copy of the inner field, CE included; Not-ECT for what is not an IP packet.
+pub fn encapsulate(inner: &[u8]) -> Codepoint {
+    codepoint(inner).unwrap_or(Codepoint::NotEct)
+}
+
+/// What a decapsulator does with an inner packet whose outer header arrived with `outer`
+/// (RFC 6040 §4.2, Figure 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decapsulated {
+    /// Forward the inner packet, which now carries this codepoint (CE if the outer header was
+    /// marked and the inner packet is ECN-capable; else unchanged).
+    Forward(Codepoint),
+    /// Drop it: the outer header is CE but the inner packet is Not-ECT, so its transport could
+    /// not hear the mark (RFC 6040: "drop", as a queue would have dropped it).
+    Drop,
+}
+
+/// Applies RFC 6040's decapsulation to `inner` (the inner IP packet, changed in place) given
+/// the outer header's codepoint `outer`: an outer CE marks an ECN-capable inner packet CE (its
+/// IPv4 checksum kept right) and asks for a Not-ECT one to be dropped; any other outer value
+/// leaves the inner packet as it is. What is not an IP packet is forwarded untouched, as
+/// Not-ECT.
+pub fn decapsulate(outer: Codepoint, inner: &mut [u8]) -> Decapsulated {
+    let Some(current) = codepoint(inner) else {
+        return Decapsulated::Forward(Codepoint::NotEct);
+    };
+    match (outer, current) {
+        (Codepoint::Ce, Codepoint::NotEct) => Decapsulated::Drop,
+        (Codepoint::Ce, _) => {
+            set_ce(inner);
+            Decapsulated::Forward(Codepoint::Ce)
+        }
+        _ => Decapsulated::Forward(current),
+    }
 }
 
 #[cfg(test)]
@@ -220,11 +253,10 @@ mod tests {
         let before = ce.clone();
         assert!(set_ce(&mut ce));
         assert_eq!(ce, before);
-        let mut cross = crate::cross::cross_packet();
-        let before = cross.clone();
-        assert_eq!(codepoint(&cross), None);
-        assert!(!set_ce(&mut cross));
-        assert_eq!(cross, before);
+        let mut not_ip = vec![0xffu8; 60];
+        assert_eq!(codepoint(&not_ip), None);
+        assert!(!set_ce(&mut not_ip));
+        assert_eq!(not_ip, vec![0xffu8; 60]);
         assert!(!set_ce(&mut [0x45, 0x02]), "a truncated header");
     }
 
@@ -237,6 +269,49 @@ mod tests {
         assert!(set_ce(&mut h));
         assert_eq!(&h[..4], &[0x60, 0x31, 0x23, 0x45]);
         assert_eq!(codepoint(&h), Some(Codepoint::Ce));
+    }
+
+    #[test]
+    fn rfc_6040_normal_mode() {
+        // Encapsulation copies the field, CE included.
+        for tos in 0..4u8 {
+            assert_eq!(
+                encapsulate(&wikipedia_header(tos)),
+                Codepoint::from_bits(tos)
+            );
+        }
+        assert_eq!(encapsulate(&[0xff; 30]), Codepoint::NotEct);
+        // Decapsulation (RFC 6040 Figure 4): rows are the inner field, columns the outer.
+        use Codepoint::*;
+        use Decapsulated::*;
+        let table = [
+            (
+                NotEct,
+                [Forward(NotEct), Forward(NotEct), Forward(NotEct), Drop],
+            ),
+            (
+                Ect0,
+                [Forward(Ect0), Forward(Ect0), Forward(Ect0), Forward(Ce)],
+            ),
+            (
+                Ect1,
+                [Forward(Ect1), Forward(Ect1), Forward(Ect1), Forward(Ce)],
+            ),
+            (Ce, [Forward(Ce), Forward(Ce), Forward(Ce), Forward(Ce)]),
+        ];
+        for (inner, row) in table {
+            for (outer, want) in [NotEct, Ect0, Ect1, Ce].into_iter().zip(row) {
+                let mut h = wikipedia_header(inner.bits());
+                assert_eq!(decapsulate(outer, &mut h), want, "{inner:?} in {outer:?}");
+                if let Forward(cp) = want {
+                    assert_eq!(codepoint(&h), Some(cp));
+                    assert_eq!(u16::from_be_bytes([h[10], h[11]]), ipv4_header_checksum(&h));
+                }
+            }
+        }
+        let mut not_ip = [0xffu8; 30];
+        assert_eq!(decapsulate(Ce, &mut not_ip), Forward(NotEct));
+        assert_eq!(not_ip, [0xff; 30]);
     }
 
     #[test]
