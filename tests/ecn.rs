@@ -4,7 +4,8 @@
 //! counts the codepoints in `pantheon_perf.json`, the stats log and the report, and draws the
 //! marks in the delay plot. Kernel Cubic with ECN on (`cubic_ecn`: `net.ipv4.tcp_ecn = 1` in
 //! its namespaces) and without (`cubic`) over the same CoDel-ECN path: the first is marked and
-//! loses nothing, the second is dropped. Needs root and iperf3 (CI installs them).
+//! loses nothing, the second is dropped; and quinn's QUIC, ECN-capable, in simulated time.
+//! Needs root and iperf3 (CI installs them).
 
 use serde_json::Value;
 
@@ -110,4 +111,46 @@ fn an_ecn_flow_over_codel_ecn_is_marked_not_dropped_and_the_marks_are_counted() 
     let runs = std::fs::read_to_string(data.join("pantheon_runs.json")).unwrap();
     assert!(runs.contains("cubic_ecn net.ipv4.tcp_ecn = 1"), "{runs}");
     assert!(data.join("cubic_ecn_datalink_delay_run1.png").is_file());
+}
+
+/// Simulated time carries ECN as a real run does: quinn's QUIC sends ECT(0), the simulated
+/// tunnel copies it to the outer header, CoDel-ECN marks it, and the marks are answered.
+#[test]
+fn simulated_quic_is_marked_through_codel_ecn_as_in_a_real_run() {
+    let dir = temp("ecn-sim");
+    let data = dir.0.join("data");
+    let trace = dir.0.join("10mbps.trace");
+    let t = trace.to_str().unwrap();
+    pantheon(&["trace", "constant", "10", "-o", t]);
+    pantheon(&[
+        "run",
+        "sim",
+        "--schemes",
+        "quic_newreno",
+        "--run-times",
+        "1",
+        "--runtime",
+        "20",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--uplink-trace",
+        t,
+        "--downlink-trace",
+        t,
+        "--prepend-mm-cmds",
+        "mm-delay 14",
+        "--extra-mm-link-args",
+        "--uplink-queue=codel --uplink-queue-args=target=5,interval=100,packets=1000,ecn=1",
+    ]);
+    let perf = read_json(&data.join("pantheon_perf.json"));
+    let e = ecn(&perf, "quic_newreno");
+    assert_eq!(
+        count(&e["sent"], "not_ect"),
+        0,
+        "quinn sends every packet ECT(0): {e}"
+    );
+    assert!(count(e, "ce") > 0, "{e}");
+    let flow = &perf["quic_newreno"]["1"]["1"];
+    assert!(flow["loss"].as_f64().unwrap() < 1e-4, "{flow}");
+    assert!(flow["tput"].as_f64().unwrap() > 8.0, "{flow}");
 }

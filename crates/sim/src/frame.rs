@@ -13,9 +13,11 @@
 //! IP length + 36, `tunnel::wire::OVERHEAD`), so a simulated packet weighs what a real one
 //! does. The outer UDP port is the flow's tunnel port, as in a real run, so that per-flow
 //! stages (a mix's `+DELAY`) find their flow; the inner headers carry their lengths and the ECN
-//! bits QUIC set (which the tunnel carries through, as the inner IP header's).
+//! bits QUIC set, which the outer header copies as the real tunnel's does (RFC 6040), so that
+//! the emulator's marking queues see and mark them.
 
 use emucal::Packet;
+use tunnel::ecn::{self, Codepoint, Decapsulated};
 use tunnel::wire::{OUTER_HEADERS, OVERHEAD, UID_LEN};
 
 /// Bytes before the QUIC datagram: the tunnel's 36 and the inner IPv4 and UDP headers (28).
@@ -38,6 +40,7 @@ pub fn encode(flow: u16, uid: u64, uplink: bool, ecn: u8, quic: &[u8]) -> Packet
     ipv4_udp(&mut p, HEADERS - OUTER_HEADERS + quic.len(), flow, uplink);
     p.extend_from_slice(&uid.to_le_bytes());
     ipv4_udp(&mut p, quic.len(), flow, uplink);
+    p[1] = ecn & 3;
     p[OVERHEAD + 1] = ecn & 3;
     p.extend_from_slice(quic);
     p
@@ -64,9 +67,10 @@ fn ipv4_udp(p: &mut Vec<u8>, payload: usize, flow: u16, uplink: bool) {
     p.extend_from_slice(&[0, 0]);
 }
 
-/// A packet leaving the emulator, taken apart: (flow, uid, ECN bits, QUIC datagram); `None` if
-/// it is not one [`encode`] made.
-pub fn decode(p: &[u8]) -> Option<(u16, u64, u8, &[u8])> {
+/// A packet leaving the emulator, taken apart: (flow, uid, what the tunnel makes of its ECN
+/// field — the inner codepoint with the outer header's CE carried in, or drop — and the QUIC
+/// datagram); `None` if it is not one [`encode`] made.
+pub fn decode(p: &[u8]) -> Option<(u16, u64, Decapsulated, &[u8])> {
     if p.len() < HEADERS {
         return None;
     }
@@ -74,7 +78,11 @@ pub fn decode(p: &[u8]) -> Option<(u16, u64, u8, &[u8])> {
     let (src, dst) = (port(20), port(22));
     let flow = src.max(dst).checked_sub(40_000)?;
     let uid = u64::from_le_bytes(p[OUTER_HEADERS..OUTER_HEADERS + UID_LEN].try_into().ok()?);
-    Some((flow, uid, p[OVERHEAD + 1] & 3, &p[HEADERS..]))
+    let ecn = ecn::decapsulated(
+        Codepoint::from_bits(p[1]),
+        Codepoint::from_bits(p[OVERHEAD + 1]),
+    );
+    Some((flow, uid, ecn, &p[HEADERS..]))
 }
 
 #[cfg(test)]
@@ -90,8 +98,22 @@ mod tests {
         assert_eq!(u16::from_be_bytes([p[2], p[3]]), 1500);
         assert_eq!(u16::from_be_bytes([p[22], p[23]]), tunnel_port(3));
         assert_eq!(u16::from_be_bytes([p[38], p[39]]), 1464);
+        assert_eq!(p[1] & 3, 2, "the outer header copies the inner ECN field");
         let (flow, uid, ecn, back) = decode(&p).unwrap();
-        assert_eq!((flow, uid, ecn, back), (3, 99, 2, &quic[..]));
+        assert_eq!(
+            (flow, uid, ecn, back),
+            (3, 99, Decapsulated::Forward(Codepoint::Ect0), &quic[..])
+        );
+        // A queue marked the outer header: the tunnel delivers CE; around Not-ECT, drops.
+        let mut marked = p.clone();
+        assert!(ecn::set_ce(&mut marked));
+        assert_eq!(
+            decode(&marked).unwrap().2,
+            Decapsulated::Forward(Codepoint::Ce)
+        );
+        let mut not_ect = encode(3, 100, true, 0, &quic);
+        not_ect[1] |= 3;
+        assert_eq!(decode(&not_ect).unwrap().2, Decapsulated::Drop);
         let ack = encode(3, 5, false, 0, &[1, 2, 3]);
         assert_eq!(u16::from_be_bytes([ack[20], ack[21]]), tunnel_port(3));
         assert_eq!(decode(&ack).unwrap().0, 3);

@@ -40,6 +40,7 @@ use quinn_proto::{
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use tunnel::ecn::{Codepoint, Decapsulated};
 use tunnel::log::{Direction, Kind, Record};
 
 use crate::frame;
@@ -675,6 +676,11 @@ impl Loop<'_> {
             let Some((id, uid, ecn, _)) = frame::decode(&pkt) else {
                 continue;
             };
+            // As the real tunnel (RFC 6040): a CE outer header around a Not-ECT packet is a
+            // loss, never logged as received.
+            let Decapsulated::Forward(ecn) = ecn else {
+                continue;
+            };
             let size = pkt.len() as u32;
             let Some(f) = self.flows.get_mut(usize::from(id).wrapping_sub(1)) else {
                 continue;
@@ -688,7 +694,7 @@ impl Loop<'_> {
                     size,
                     flow: id,
                     kind: Kind::Ingress,
-                    ecn: None,
+                    ecn: Some(ecn),
                 },
             )?;
             if d == 0 {
@@ -699,7 +705,7 @@ impl Loop<'_> {
             if f.stopped || !f.started {
                 continue;
             }
-            let ecn = EcnCodepoint::from_bits(ecn);
+            let ecn = EcnCodepoint::from_bits(ecn.bits());
             // The QUIC datagram, without copying: the packet's buffer past the headers.
             let mut quic = BytesMut::from(bytes::Bytes::from(pkt));
             quic.advance(frame::HEADERS);
@@ -847,7 +853,7 @@ impl Wire<'_> {
                 size: pkt.len() as u32,
                 flow: id,
                 kind: Kind::Egress,
-                ecn: None,
+                ecn: Some(Codepoint::from_bits(ecn)),
             },
         )?;
         if client {

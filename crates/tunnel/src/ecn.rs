@@ -189,13 +189,20 @@ pub fn decapsulate(outer: Codepoint, inner: &mut [u8]) -> Decapsulated {
     let Some(current) = codepoint(inner) else {
         return Decapsulated::Forward(Codepoint::NotEct);
     };
-    match (outer, current) {
+    let verdict = decapsulated(outer, current);
+    if verdict == Decapsulated::Forward(Codepoint::Ce) {
+        set_ce(inner);
+    }
+    verdict
+}
+
+/// RFC 6040 §4.2's table alone: what becomes of an inner packet with codepoint `inner` whose
+/// outer header arrived with `outer` (for whoever keeps the headers apart, as the simulator).
+pub fn decapsulated(outer: Codepoint, inner: Codepoint) -> Decapsulated {
+    match (outer, inner) {
         (Codepoint::Ce, Codepoint::NotEct) => Decapsulated::Drop,
-        (Codepoint::Ce, _) => {
-            set_ce(inner);
-            Decapsulated::Forward(Codepoint::Ce)
-        }
-        _ => Decapsulated::Forward(current),
+        (Codepoint::Ce, _) => Decapsulated::Forward(Codepoint::Ce),
+        _ => Decapsulated::Forward(inner),
     }
 }
 
