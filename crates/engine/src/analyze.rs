@@ -558,6 +558,7 @@ fn analyze_run(
             stats.total.negative_delays
         ));
     }
+    rr.flags.extend(bleaching(&stats));
     if let Err(e) = draw
         .then(|| run_plots(dir, scheme, run_id, &frames, &stats))
         .transpose()
@@ -1313,6 +1314,24 @@ fn run_plots(
     Ok(())
 }
 
+/// A flag per flow whose packets lost their ECN field on the path (sent ECN-capable, delivered
+/// Not-ECT: a middlebox "bleached" it), so that its transport could not hear marks.
+fn bleaching(stats: &RunStats) -> Vec<String> {
+    stats
+        .flows
+        .iter()
+        .filter_map(|(flow, f)| Some((flow, f.ecn?)))
+        .filter(|(_, e)| e.bleached > 0)
+        .map(|(flow, e)| {
+            format!(
+                "ECN bleaching: {} packets of flow {flow} were sent ECN-capable and delivered \
+                 Not-ECT (the path cleared their ECN field)",
+                e.bleached
+            )
+        })
+        .collect()
+}
+
 /// `x` if it is a number: a mean over no second of an interval (NaN) is written `null`, and
 /// read back as `None`.
 fn finite(x: f64) -> Option<f64> {
@@ -1372,6 +1391,37 @@ fn write_stats_log(dir: &Path, scheme: &str, r: &RunResult) -> anyhow::Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bleached_flow_is_flagged_and_a_clean_one_is_not() {
+        let flow = |bleached| analyzer::FlowStats {
+            tput_mbps: 1.0,
+            p95_delay_ms: None,
+            min_delay_ms: None,
+            p95_queueing_delay_ms: None,
+            loss: 0.0,
+            arrived: 10,
+            departed: 10,
+            duration_ms: 1.0,
+            negative_delays: 0,
+            ecn: Some(analyzer::metrics::EcnCounts {
+                bleached,
+                ..Default::default()
+            }),
+        };
+        let stats = RunStats {
+            total: flow(3),
+            flows: BTreeMap::from([(1, flow(0)), (2, flow(3))]),
+            capacity_mbps: None,
+        };
+        assert_eq!(
+            bleaching(&stats),
+            [
+                "ECN bleaching: 3 packets of flow 2 were sent ECN-capable and delivered Not-ECT \
+              (the path cleared their ECN field)"
+            ]
+        );
+    }
 
     #[test]
     fn an_analysed_directory_is_read_not_analysed_again() {
