@@ -2,7 +2,7 @@
 //! outer header copies the inner one, a CE mark on the outer header is carried into the inner)
 //! and logs it, the emulator's CoDel in ECN mode marks instead of dropping, and the analysis
 //! counts the codepoints in `pantheon_perf.json`, the stats log and the report, and draws the
-//! marks in the delay plot. Kernel Cubic with ECN on (`cubic_ecn`: `net.ipv4.tcp_ecn = 1` in
+//! marks in the delay plot; the link log has a line per mark. Kernel Cubic with ECN on (`cubic_ecn`: `net.ipv4.tcp_ecn = 1` in
 //! its namespaces) and without (`cubic`) over the same CoDel-ECN path: the first is marked and
 //! loses nothing, the second is dropped; and quinn's QUIC, ECN-capable, in simulated time.
 //! Needs root and iperf3 (CI installs them).
@@ -111,6 +111,12 @@ fn an_ecn_flow_over_codel_ecn_is_marked_not_dropped_and_the_marks_are_counted() 
     let runs = std::fs::read_to_string(data.join("pantheon_runs.json")).unwrap();
     assert!(runs.contains("cubic_ecn net.ipv4.tcp_ecn = 1"), "{runs}");
     assert!(data.join("cubic_ecn_datalink_delay_run1.png").is_file());
+    // The emulator's link log says the same: a `T m LEN` line after each CE departure.
+    let link = std::fs::read_to_string(data.join("cubic_ecn_mm_datalink_run1.log")).unwrap();
+    let marks = link.lines().filter(|l| l.contains(" m ")).count() as u64;
+    assert!(marks.abs_diff(ce) <= 2, "link log: {marks} marks, tunnel: {ce} CE");
+    let plain = std::fs::read_to_string(data.join("cubic_mm_datalink_run1.log")).unwrap();
+    assert!(!plain.lines().any(|l| l.contains(" m ")), "Not-ECT is never marked");
 }
 
 /// Simulated time carries ECN as a real run does: quinn's QUIC sends ECT(0), the simulated

@@ -76,6 +76,8 @@ pub struct LinkTextLog {
     pub cross_departures: Events,
     /// Cross-traffic arrivals the queue refused (`cd` lines).
     pub cross_dropped_packets: u64,
+    /// Departures that left carrying CE (`m` lines, ours: a marking queue's marks).
+    pub marked_packets: u64,
     /// Where and why reading stopped before the end (`file:line: …`), if it did.
     pub stopped: Option<String>,
 }
@@ -223,6 +225,8 @@ enum LinkEvent {
     CrossDeparture,
     /// `cd`: cross-traffic arrivals refused (count in the size slot).
     CrossDrop,
+    /// `m`: the departure before it carried CE (ECN).
+    Marked,
 }
 
 /// Parses a Pantheon merged link log or a Mahimahi mm-link log. Never fails: a missing init
@@ -361,6 +365,7 @@ impl LinkLogParser {
                     let _bytes: u64 = num(f.next())?;
                     LinkEvent::CrossDrop
                 }
+                b"m" => LinkEvent::Marked,
                 _ => return None,
             };
             f.next().is_none().then_some((t, a, event))
@@ -376,6 +381,7 @@ impl LinkLogParser {
             Some((_, _, LinkEvent::CrossArrival)) => {}
             Some((t, a, LinkEvent::CrossDeparture)) => log.cross_departures.push(0, t, a),
             Some((_, a, LinkEvent::CrossDrop)) => log.cross_dropped_packets += a,
+            Some((_, _, LinkEvent::Marked)) => log.marked_packets += 1,
             None => {
                 log.stopped = Some(stop_reason(&self.file, self.line, line, complete));
                 self.stopped = true;
@@ -499,6 +505,14 @@ mod tests {
         assert_eq!((log.arrivals.len(), log.departures.len()), (1, 1));
         assert_eq!(log.cross_departures.t_ms, [3.0]);
         assert_eq!((log.dropped_packets, log.cross_dropped_packets), (0, 1));
+        assert_eq!(log.marked_packets, 0);
+        // A CE-marked departure is a departure followed by its `m` line.
+        let log = parse_link_log(
+            b"# init timestamp: 5\n1 + 1504\n2 # 1504\n2 - 1504 1\n2 m 1504\n",
+            "up.log",
+        );
+        assert_eq!(log.stopped, None);
+        assert_eq!((log.departures.len(), log.marked_packets), (1, 1));
     }
 
     #[test]

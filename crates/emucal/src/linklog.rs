@@ -25,6 +25,10 @@
 //! `T cd NPKTS NBYTES` (an arrival the queue refused). Mahimahi's tools do not know them
 //! (`grep -v ' c'` leaves Mahimahi's own form); they are never a scheme's packets.
 //!
+//! ECN (ours): a departure whose packet leaves carrying Congestion Experienced is followed by
+//! `T m LEN` (a marking queue marked it: `codel`/`pie` with `ecn=1`, `step`, `dualpi2`), so a
+//! link log counts the queue's marks beside its drops; `grep -v ' m '` leaves Mahimahi's form.
+//!
 //! # Binary form (`mm-link … --log-format=binary`, ours)
 //!
 //! The same events at ns resolution, 24 bytes each, for long or fast runs (a 1 Gbit/s link
@@ -42,7 +46,8 @@
 //! | 28+H | 24·n | records: `t` u64 ns since init · `x` u64 · `bytes` u32 · kind u8 · 3 zero |
 //!
 //! Kinds are the text form's characters: `+` arrival, `-` departure (`x` = arrival time, ns),
-//! `#` opportunity (`bytes` = 1504), `d` drop (`x` = packets); cross traffic's are the same
+//! `#` opportunity (`bytes` = 1504), `d` drop (`x` = packets), `m` CE-marked departure; cross
+//! traffic's are the same
 //! characters with the high bit set (`0x80 | b'+'`, …). [`read_binary`] reads it back,
 //! keeping what precedes a truncated or corrupt record; [`to_text`] gives the Mahimahi text.
 
@@ -82,7 +87,7 @@ pub fn header(
 }
 
 /// Appends one event's line to `out` (`T + LEN`, `T d N B`, `T # 1504`, `T - LEN DELAY`;
-/// cross traffic's `T c+ LEN`, `T cd N B`, `T c- LEN DELAY`).
+/// cross traffic's `T c+ LEN`, `T cd N B`, `T c- LEN DELAY`; ECN's `T m LEN`).
 pub fn format_event(event: &LinkEvent, out: &mut Vec<u8>) {
     // Writing into a Vec cannot fail.
     let _ = match *event {
@@ -101,6 +106,7 @@ pub fn format_event(event: &LinkEvent, out: &mut Vec<u8>) {
         LinkEvent::CrossDeparture { t, bytes, arrival } => {
             writeln!(out, "{} c- {bytes} {}", t / MS, t / MS - arrival / MS)
         }
+        LinkEvent::Marked { t, bytes } => writeln!(out, "{} m {bytes}", t / MS),
     };
 }
 
@@ -124,6 +130,7 @@ pub fn encode_event(event: &LinkEvent, out: &mut Vec<u8>) {
         LinkEvent::CrossArrival { t, bytes } => (t, 0, bytes, CROSS_KIND | b'+'),
         LinkEvent::CrossDrop { t, packets, bytes } => (t, packets, bytes, CROSS_KIND | b'd'),
         LinkEvent::CrossDeparture { t, bytes, arrival } => (t, arrival, bytes, CROSS_KIND | b'-'),
+        LinkEvent::Marked { t, bytes } => (t, 0, bytes, b'm'),
     };
     out.extend_from_slice(&t.to_le_bytes());
     out.extend_from_slice(&x.to_le_bytes());
@@ -263,6 +270,7 @@ pub fn read_binary(data: &[u8]) -> Result<BinaryLinkLog, String> {
                 arrival: x,
             },
             b'#' => LinkEvent::Opportunity { t },
+            b'm' => LinkEvent::Marked { t, bytes },
             b'd' => LinkEvent::Drop {
                 t,
                 packets: x,
@@ -369,6 +377,10 @@ mod tests {
                 bytes: 1504,
                 arrival: MS,
             },
+            LinkEvent::Marked {
+                t: 3 * MS,
+                bytes: 1504,
+            },
         ];
         let mut text = Vec::new();
         for e in &events {
@@ -376,7 +388,7 @@ mod tests {
         }
         assert_eq!(
             String::from_utf8(text).unwrap(),
-            "1 c+ 1504\n1 cd 1 1504\n3 c- 1504 2\n"
+            "1 c+ 1504\n1 cd 1 1504\n3 c- 1504 2\n3 m 1504\n"
         );
         let dir = std::env::temp_dir().join(format!("linklog-cross-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

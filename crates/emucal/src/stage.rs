@@ -90,6 +90,15 @@ pub enum LinkEvent {
         /// When it arrived, ns.
         arrival: u64,
     },
+    /// `T m LEN` (ours; ECN): the packet whose departure was just logged (`T - LEN DELAY`)
+    /// left carrying Congestion Experienced — marked by this link's queue (or, in a chain of
+    /// links, an earlier one).
+    Marked {
+        /// Its departure time, ns.
+        t: u64,
+        /// Size, bytes.
+        bytes: u64,
+    },
 }
 
 /// `mm-link`: delivery opportunities from a trace serve the queue byte by byte.
@@ -289,6 +298,9 @@ impl LinkStage {
                     }
                 } else {
                     self.record(LinkEvent::Departure { t, bytes, arrival });
+                    if crate::ecn::codepoint(&pkt) == Some(crate::ecn::Codepoint::Ce) {
+                        self.record(LinkEvent::Marked { t, bytes });
+                    }
                     self.out.push_back((t, pkt));
                 }
             }
@@ -1292,6 +1304,43 @@ mod tests {
         let out = drive(&mut p, &[(0, 1500), (0, 1500), (0, 1500)], 50 * MS);
         assert_eq!(out.iter().map(|o| o.0 / MS).collect::<Vec<_>>(), [1, 2, 3]);
         assert!(!p.finished());
+    }
+
+    #[test]
+    fn a_departure_carrying_ce_is_followed_by_its_mark() {
+        let trace = Trace {
+            opportunities_ms: vec![1],
+        };
+        let l = LinkStage::new(&trace, QueueSpec::Infinite, 0).logged();
+        let mut p = Pipeline::new(vec![AnyStage::Link(l)]);
+        // Both arrive at 0 and leave in the opportunities at 1 and 2 ms.
+        p.push(0, crate::test_packet(1, 0b11)); // CE
+        p.push(0, crate::test_packet(2, 0b10)); // ECT(0)
+        p.advance(5 * MS);
+        let mut ev = Vec::new();
+        if let Some(AnyStage::Link(l)) = p.stage_mut(0) {
+            l.take_events(&mut ev);
+        }
+        let ev: Vec<_> = ev
+            .into_iter()
+            .filter(|e| matches!(e, LinkEvent::Departure { .. } | LinkEvent::Marked { .. }))
+            .collect();
+        assert_eq!(
+            ev,
+            [
+                LinkEvent::Departure {
+                    t: MS,
+                    bytes: 1504,
+                    arrival: 0
+                },
+                LinkEvent::Marked { t: MS, bytes: 1504 },
+                LinkEvent::Departure {
+                    t: 2 * MS,
+                    bytes: 1504,
+                    arrival: 0
+                },
+            ]
+        );
     }
 
     #[test]
