@@ -114,9 +114,15 @@ fn an_ecn_flow_over_codel_ecn_is_marked_not_dropped_and_the_marks_are_counted() 
     // The emulator's link log says the same: a `T m LEN` line after each CE departure.
     let link = std::fs::read_to_string(data.join("cubic_ecn_mm_datalink_run1.log")).unwrap();
     let marks = link.lines().filter(|l| l.contains(" m ")).count() as u64;
-    assert!(marks.abs_diff(ce) <= 2, "link log: {marks} marks, tunnel: {ce} CE");
+    assert!(
+        marks.abs_diff(ce) <= 2,
+        "link log: {marks} marks, tunnel: {ce} CE"
+    );
     let plain = std::fs::read_to_string(data.join("cubic_mm_datalink_run1.log")).unwrap();
-    assert!(!plain.lines().any(|l| l.contains(" m ")), "Not-ECT is never marked");
+    assert!(
+        !plain.lines().any(|l| l.contains(" m ")),
+        "Not-ECT is never marked"
+    );
 }
 
 /// Simulated time carries ECN as a real run does: quinn's QUIC sends ECT(0), the simulated

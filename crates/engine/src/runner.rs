@@ -382,8 +382,9 @@ fn set_host_limits(
 }
 
 /// Step 1d: each flow's scheme's `sysctls` (e.g. `net.ipv4.tcp_ecn = 1`) in its sender's and
-/// receiver's namespaces. Returns the note for the run record ("scheme sysctls: cubic_ecn
-/// net.ipv4.tcp_ecn = 1"), `None` if no scheme sets any; errors name the sysctl and namespace.
+/// receiver's namespaces. Returns the note for the run record ("scheme sysctls (sender and
+/// receiver): cubic_ecn net.ipv4.tcp_ecn = 1"), `None` if no scheme sets any; errors name the
+/// sysctl and namespace.
 fn set_scheme_sysctls(
     flows: &[crate::sequence::RunFlow],
     res: &RunResources,
