@@ -60,6 +60,8 @@ fn generate(dir: &Path, n: u64) -> std::io::Result<()> {
             size: 1536,
             flow: 1,
             kind,
+            // As the tunnel writes them since log version 2.
+            ecn: Some(tunnel::ecn::Codepoint::NotEct),
         };
         egress.push(&r(i * 1000, Kind::Egress))?;
         if i % 100 != 99 {
