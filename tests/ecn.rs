@@ -7,10 +7,12 @@
 //! loses nothing, the second is dropped; and quinn's QUIC, ECN-capable, in simulated time.
 //! Needs root and iperf3 (CI installs them).
 
+use std::path::PathBuf;
+
 use serde_json::Value;
 
 mod common;
-use common::{pantheon, read_json, temp};
+use common::{pantheon, read_json, temp, Dir};
 
 /// One flow's `"ecn"` object from run 1 of `scheme`.
 fn ecn<'a>(perf: &'a Value, scheme: &str) -> &'a Value {
@@ -19,22 +21,19 @@ fn ecn<'a>(perf: &'a Value, scheme: &str) -> &'a Value {
     e
 }
 
-fn count(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
-}
-
-#[test]
-fn an_ecn_flow_over_codel_ecn_is_marked_not_dropped_and_the_marks_are_counted() {
-    let dir = temp("ecn");
+/// `pantheon run MODE --schemes SCHEMES` (one 20-s run each) into `dir/data` over the path both
+/// tests use: 10 Mbit/s each way, `mm-delay 14`, a CoDel uplink queue in ECN mode (target 5 ms,
+/// interval 100 ms, 1000 packets). Returns the data directory.
+fn run_over_codel_ecn(mode: &str, schemes: &str, dir: &Dir) -> PathBuf {
     let data = dir.0.join("data");
     let trace = dir.0.join("10mbps.trace");
     let t = trace.to_str().unwrap();
     pantheon(&["trace", "constant", "10", "-o", t]);
     pantheon(&[
         "run",
-        "local",
+        mode,
         "--schemes",
-        "cubic cubic_ecn",
+        schemes,
         "--run-times",
         "1",
         "--runtime",
@@ -50,6 +49,17 @@ fn an_ecn_flow_over_codel_ecn_is_marked_not_dropped_and_the_marks_are_counted() 
         "--extra-mm-link-args",
         "--uplink-queue=codel --uplink-queue-args=target=5,interval=100,packets=1000,ecn=1",
     ]);
+    data
+}
+
+fn count(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
+}
+
+#[test]
+fn an_ecn_flow_over_codel_ecn_is_marked_not_dropped_and_the_marks_are_counted() {
+    let dir = temp("ecn");
+    let data = run_over_codel_ecn("local", "cubic cubic_ecn", &dir);
     let perf = read_json(&data.join("pantheon_perf.json"));
 
     // Cubic with ECN: its data packets leave ECT(0), CoDel marks some CE, none is dropped.
@@ -130,30 +140,7 @@ fn an_ecn_flow_over_codel_ecn_is_marked_not_dropped_and_the_marks_are_counted() 
 #[test]
 fn simulated_quic_is_marked_through_codel_ecn_as_in_a_real_run() {
     let dir = temp("ecn-sim");
-    let data = dir.0.join("data");
-    let trace = dir.0.join("10mbps.trace");
-    let t = trace.to_str().unwrap();
-    pantheon(&["trace", "constant", "10", "-o", t]);
-    pantheon(&[
-        "run",
-        "sim",
-        "--schemes",
-        "quic_newreno",
-        "--run-times",
-        "1",
-        "--runtime",
-        "20",
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--uplink-trace",
-        t,
-        "--downlink-trace",
-        t,
-        "--prepend-mm-cmds",
-        "mm-delay 14",
-        "--extra-mm-link-args",
-        "--uplink-queue=codel --uplink-queue-args=target=5,interval=100,packets=1000,ecn=1",
-    ]);
+    let data = run_over_codel_ecn("sim", "quic_newreno", &dir);
     let perf = read_json(&data.join("pantheon_perf.json"));
     let e = ecn(&perf, "quic_newreno");
     assert_eq!(

@@ -27,29 +27,24 @@ pub const MAX_SEND_BYTES: usize = 65_507;
 
 /// Asks the kernel to coalesce received datagrams (`UDP_GRO`); false if it cannot.
 pub fn enable_gro(fd: RawFd) -> bool {
-    let on: libc::c_int = 1;
-    // SAFETY: setsockopt with an int option on a socket the caller owns.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_UDP,
-            UDP_GRO,
-            &on as *const libc::c_int as *const libc::c_void,
-            size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-    }
+    turn_on(fd, libc::SOL_UDP, UDP_GRO)
 }
 
 /// Asks the kernel to report each received datagram's TOS byte (`IP_RECVTOS`), which carries
 /// its ECN field; false if it cannot.
 pub fn enable_recv_tos(fd: RawFd) -> bool {
+    turn_on(fd, libc::IPPROTO_IP, libc::IP_RECVTOS)
+}
+
+/// Sets the int socket option `level`/`name` to 1; false if the kernel refuses.
+fn turn_on(fd: RawFd, level: libc::c_int, name: libc::c_int) -> bool {
     let on: libc::c_int = 1;
     // SAFETY: setsockopt with an int option on a socket the caller owns.
     unsafe {
         libc::setsockopt(
             fd,
-            libc::IPPROTO_IP,
-            libc::IP_RECVTOS,
+            level,
+            name,
             &on as *const libc::c_int as *const libc::c_void,
             size_of::<libc::c_int>() as libc::socklen_t,
         ) == 0
