@@ -13,6 +13,8 @@
 #                                              table, as `pantheon schemes list --json` says)
 #   FIDELITY_SETTINGS="infinite loss droptail50"  FIDELITY_OUT=DIR (kept; default a temporary one)
 #   FIDELITY_UNTIL=EPOCH_SECONDS   start no run after then (the table covers what was run)
+#   FIDELITY_FIRST=K               the first run id (default 1): run ids K..RUNS, e.g. to add runs
+#                                  6-10 to a table of five whose directory was not kept
 #
 # Run id by run id, each setting in turn: one `pantheon run local --start-run-id K` of the
 # schemes (interleaved, as Pantheon's harness) into DIR/<setting>, so that a table at any moment
@@ -54,7 +56,7 @@ except (OSError, ValueError):
 print(" ".join(s for s in schemes if not (perf.get(s) or {}).get(run, {}).get("all")))
 PY
 }
-for run in $(seq 1 "$RUNS"); do
+for run in $(seq "${FIDELITY_FIRST:-1}" "$RUNS"); do
   for setting in $SETTINGS; do
     mm="mm-delay 28"
     link=()
