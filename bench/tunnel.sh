@@ -8,6 +8,8 @@
 #   tunnel: a fresh pantheon-tunnel server (namespace A) / client (namespace B) pair over the same
 #           veth, the same pings and iperf3 run inside the tunnel, then `pantheon-tunnel check`
 #           on the client's egress and the server's ingress log: tunnel-made loss.
+#   capture: the same through a tunnel pair with --capture (a pcapng of every packet's first
+#           128 bytes beside each of the four logs): what capturing costs, side by side.
 # Then one UDP run at 1 Gbit/s offered load through a fresh tunnel (tunnel-made loss, veth
 # drops, and how many datagrams the receiving iperf3's socket buffer overflowed, inside the
 # server's tunnel namespace). Prints medians and the tunnel/raw ratio. Reference (pantheon-tunnel on this kind of
@@ -84,18 +86,20 @@ veth_drops() {
   echo $((a + b))
 }
 
-# A tunnel pair; the server runs SERVER_CMD in A's tunnel, the client CLIENT_CMD in B's.
-# Logs: $OUT/$1.{s,c}.{in,eg}.ptlog.
+# A tunnel pair; the server runs SERVER_CMD in A's tunnel, the client CLIENT_CMD in B's; both
+# endpoints get the further arguments (e.g. --capture).
+# Logs: $OUT/$1.{s,c}.{in,eg}.ptlog (captures: .pcapng beside them).
 tunnel_run() {
   local tag=$1 server_cmd=$2 client_cmd=$3
+  local extra=("${@:4}")
   : >"$OUT/$tag.server.out"
   bgA "$BIN" server --ingress-log "$OUT/$tag.s.in.ptlog" --egress-log "$OUT/$tag.s.eg.ptlog" \
-    -- sh -c "$server_cmd" >"$OUT/$tag.server.out" 2>"$OUT/$tag.server.err"
+    "${extra[@]}" -- sh -c "$server_cmd" >"$OUT/$tag.server.out" 2>"$OUT/$tag.server.err"
   local server=$LAST
   wait_for "$OUT/$tag.server.out" mm-tunnelclient
   read -r _ _ port cpriv spriv <"$OUT/$tag.server.out"
   inB "$BIN" client 10.77.0.1 "$port" "$cpriv" "$spriv" --sender-side \
-    --egress-log "$OUT/$tag.c.eg.ptlog" --ingress-log "$OUT/$tag.c.in.ptlog" \
+    --egress-log "$OUT/$tag.c.eg.ptlog" --ingress-log "$OUT/$tag.c.in.ptlog" "${extra[@]}" \
     -- sh -c "${client_cmd//@SERVER@/$spriv}" >"$OUT/$tag.client.out" 2>"$OUT/$tag.client.err"
   wait "$server" || true
 }
@@ -111,10 +115,16 @@ for i in $(seq "$REPS"); do
   tunnel_run "tun$i" "iperf3 -s -1 >/dev/null 2>&1" \
     "ping -q -c $PINGS -i 0.2 @SERVER@ >$OUT/tun$i.ping; sleep 0.5; iperf3 -c @SERVER@ -C cubic -t $SECS -f m >$OUT/tun$i.iperf"
   "$BIN" check "$OUT/tun$i.c.eg.ptlog" "$OUT/tun$i.s.in.ptlog" --json >"$OUT/tun$i.check"
-  printf '   rep %d: raw %8.1f Mbit/s %6.3f ms | tunnel %8.1f Mbit/s %6.3f ms, lost %s of %s packets\n' \
+
+  tunnel_run "cap$i" "iperf3 -s -1 >/dev/null 2>&1" \
+    "ping -q -c $PINGS -i 0.2 @SERVER@ >$OUT/cap$i.ping; sleep 0.5; iperf3 -c @SERVER@ -C cubic -t $SECS -f m >$OUT/cap$i.iperf" \
+    --capture
+  "$BIN" check "$OUT/cap$i.c.eg.ptlog" "$OUT/cap$i.s.in.ptlog" --json >"$OUT/cap$i.check"
+  printf '   rep %d: raw %8.1f Mbit/s %6.3f ms | tunnel %8.1f Mbit/s %6.3f ms, lost %s of %s packets | --capture %8.1f Mbit/s %6.3f ms\n' \
     "$i" "$(mbps "$OUT/raw$i.iperf")" "$(rtt "$OUT/raw$i.ping")" \
     "$(mbps "$OUT/tun$i.iperf")" "$(rtt "$OUT/tun$i.ping")" \
-    "$(jq .lost "$OUT/tun$i.check")" "$(jq .sent "$OUT/tun$i.check")" >&2
+    "$(jq .lost "$OUT/tun$i.check")" "$(jq .sent "$OUT/tun$i.check")" \
+    "$(mbps "$OUT/cap$i.iperf")" "$(rtt "$OUT/cap$i.ping")" >&2
 done
 
 echo ">> UDP at 1 Gbit/s offered load through the tunnel, ${SECS} s" >&2
@@ -128,6 +138,11 @@ raw_tput=$(for i in $(seq "$REPS"); do mbps "$OUT/raw$i.iperf"; done | median)
 tun_tput=$(for i in $(seq "$REPS"); do mbps "$OUT/tun$i.iperf"; done | median)
 raw_rtt=$(for i in $(seq "$REPS"); do rtt "$OUT/raw$i.ping"; done | median)
 tun_rtt=$(for i in $(seq "$REPS"); do rtt "$OUT/tun$i.ping"; done | median)
+cap_tput=$(for i in $(seq "$REPS"); do mbps "$OUT/cap$i.iperf"; done | median)
+cap_rtt=$(for i in $(seq "$REPS"); do rtt "$OUT/cap$i.ping"; done | median)
+# Capture bytes written per packet the logs recorded (all four captures of the last repetition).
+cap_bytes=$(cat "$OUT/cap$REPS".*.pcapng | wc -c)
+cap_packets=$(( ($(cat "$OUT/cap$REPS".*.ptlog | wc -c) - 4 * 64) / 24 ))
 tcp_lost=$(cat "$OUT"/tun*.check | jq -s 'map(.lost) | add')
 tcp_sent=$(cat "$OUT"/tun*.check | jq -s 'map(.sent) | add')
 udp_line=$(awk '/receiver/' "$OUT/udp.iperf" | tail -1)
@@ -143,6 +158,12 @@ printf '%-34s %25s\n' "tunnel-made loss, TCP runs" "$tcp_lost of $tcp_sent packe
 printf '%-34s %25s\n' "tunnel-made loss, UDP 1 Gbit/s" \
   "$(jq -r '"\(.lost) of \(.sent) packets"' "$OUT/udp.check")"
 printf '%-34s %25s\n' "veth drops during the UDP run" "$((drops1 - drops0))"
+printf '%-34s %12.1f %12.1f %9.1f %%\n' "TCP throughput, tunnel | --capture" "$tun_tput" "$cap_tput" \
+  "$(awk "BEGIN { print 100 * $cap_tput / $tun_tput }")"
+printf '%-34s %12.3f %12.3f %+9.3f ms\n' "idle RTT, tunnel | --capture (ms)" "$tun_rtt" "$cap_rtt" \
+  "$(awk "BEGIN { print $cap_rtt - $tun_rtt }")"
+printf '%-34s %25s\n' "capture bytes per logged packet" \
+  "$(awk "BEGIN { printf \"%.1f\", $cap_bytes / ($cap_packets > 0 ? $cap_packets : 1) }")"
 echo "UDP iperf3 receiver: ${udp_line}"
 printf '%-34s %25s\n' "  of which receiver socket overflow" \
   "$(awk '/UdpRcvbufErrors/ { print $2 }' "$OUT/udp.nstat") datagrams (UdpRcvbufErrors)"

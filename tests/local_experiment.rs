@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 mod common;
-use common::{iperf3_pids, read_json};
+use common::{captured_as_logged, iperf3_pids, read_json};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -162,8 +162,27 @@ fn cubic_with_droptail_50_packets() {
             "mm-delay 28",
             "--extra-mm-link-args",
             "--uplink-queue=droptail --uplink-queue-args=packets=50",
+            "--capture",
+            "--snaplen",
+            "96",
         ],
     );
+    // Issue 54, `--capture`: beside each log its pcapng, holding the same packets (by UID, in
+    // order), each cut at the snap length; what the DropTail queue dropped is in the sender's
+    // egress capture and not in the receiver's ingress one.
+    let mut counts = Vec::new();
+    for (direction, kind) in [
+        ("datalink", "egress"),
+        ("datalink", "ingress"),
+        ("acklink", "egress"),
+        ("acklink", "ingress"),
+    ] {
+        let stem = exp.dir.join(format!("cubic_{direction}_run1_flow1.{kind}"));
+        let at = |ext: &str| PathBuf::from(format!("{}.{ext}", stem.display()));
+        let uids = captured_as_logged(&at("ptlog"), &at("pcapng"), 96);
+        counts.push(uids.len());
+    }
+    assert!(counts[0] > counts[1], "datalink egress/ingress {counts:?}");
     let t = total(&exp, "cubic");
     let (tput, delay) = (t["tput"].as_f64().unwrap(), t["delay"].as_f64().unwrap());
     assert!(tput >= 9.0, "throughput {tput}\n{}", exp.output);
@@ -409,6 +428,12 @@ fn a_results_directory_is_refused_appended_to_or_moved_aside_never_lost() {
         )
     };
     let before = snapshot(dir);
+    // Issue 54: the run's time series beside its plots, as Parquet files (docs/results.md;
+    // their columns are read back in the analyzer's unit tests).
+    for kind in ["throughput", "delay"] {
+        let pq = &before[&format!("cubic_datalink_{kind}_run1.parquet")];
+        assert!(pq.starts_with(b"PAR1") && pq.ends_with(b"PAR1"), "{kind}");
+    }
     // Refused, saying each of `said`; nothing changes.
     let refused = |(err, ok): (String, bool), said: &[&str]| {
         assert!(!ok, "{err}");
@@ -432,8 +457,12 @@ fn a_results_directory_is_refused_appended_to_or_moved_aside_never_lost() {
     let (err, ok) = again("bbr", &["--append"], "mm-delay 10");
     assert!(ok, "{err}");
     let after = snapshot(dir);
-    let derived =
-        |f: &str| f.starts_with("pantheon_") || f.contains("_stats_run") || f.ends_with(".png");
+    let derived = |f: &str| {
+        f.starts_with("pantheon_")
+            || f.contains("_stats_run")
+            || f.ends_with(".png")
+            || f.ends_with(".parquet")
+    };
     for (f, bytes) in &before {
         if !derived(f) {
             assert!(after.get(f) == Some(bytes), "{f} changed");

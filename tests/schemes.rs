@@ -1,6 +1,7 @@
 //! The scheme library end to end: every scheme that must run here passes `pantheon schemes
-//! check`, a `--all` experiment gives each of them a report row over 10 Mbit/s + 28 ms, and the
-//! Nix pins of the schemes no registry offers parse and cover their descriptors.
+//! check`, a `--all` experiment (with `--capture`) gives each of them a report row over 10
+//! Mbit/s + 28 ms and a capture of its packets, and the Nix pins of the schemes no registry
+//! offers parse and cover their descriptors.
 //!
 //! Needs root, the workspace's scheme programs built next to `pantheon` (`cargo build
 //! --workspace --bins`) and `pantheon schemes setup tquic_copa quic_bbr3` done (tquic_tools, its
@@ -10,6 +11,9 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use serde_json::Value;
+
+mod common;
+use common::captured_as_logged;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -100,7 +104,16 @@ fn all_gives_every_runnable_scheme_a_report_row() {
     let dir = std::env::temp_dir().join(format!("pantheon-all-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(env!("CARGO_BIN_EXE_pantheon"))
-        .args(["run", "local", "--all", "--runtime", "10", "--seed", "7"])
+        .args([
+            "run",
+            "local",
+            "--all",
+            "--runtime",
+            "10",
+            "--seed",
+            "7",
+            "--capture",
+        ])
         .args(["--uplink-trace", TRACE, "--downlink-trace", TRACE])
         .args(["--prepend-mm-cmds", "mm-delay 28", "--data-dir"])
         .arg(&dir)
@@ -114,7 +127,36 @@ fn all_gives_every_runnable_scheme_a_report_row() {
     .unwrap();
     let html = std::fs::read_to_string(dir.join("pantheon_report.html")).unwrap();
     let summary = std::fs::read_to_string(dir.join("pantheon_summary.md")).unwrap();
+    // Issue 54, `--capture`: every scheme's sender-side capture holds what its log records;
+    // the QUIC programs (quinn's rustls, quiche's BoringSSL) wrote their TLS secrets.
+    let captures: Vec<(String, usize)> = MUST_RUN
+        .iter()
+        .map(|name| {
+            let at = |ext: &str| dir.join(format!("{name}_datalink_run1_flow1.egress.{ext}"));
+            let uids = captured_as_logged(&at("ptlog"), &at("pcapng"), 128);
+            (name.to_string(), uids.len())
+        })
+        .collect();
+    let keys: Vec<(String, String)> = ["quic", "quic_bbr2"]
+        .iter()
+        .flat_map(|name| ["sender", "receiver"].map(|side| (name.to_string(), side)))
+        .map(|(name, side)| {
+            let file = dir.join(format!("{name}_run1_flow1.{side}.keys"));
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            (format!("{name} {side}"), text)
+        })
+        .collect();
     let _ = std::fs::remove_dir_all(&dir);
+    for (name, packets) in &captures {
+        assert!(*packets > 100, "{name}: {packets} packets captured");
+    }
+    for (side, text) in &keys {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("CLIENT_TRAFFIC_SECRET_0 ")),
+            "{side}: no TLS 1.3 traffic secret in its key log:\n{text}"
+        );
+    }
     assert!(out.status.success(), "{stderr}");
     // Schemes that cannot run here are named with the reason, not run.
     assert!(stderr.contains("--all: skipping fillp ("), "{stderr}");

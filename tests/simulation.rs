@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{pantheon, pantheon_status, read_json, refused_before_anything_runs, temp};
+use common::{
+    captured_as_logged, pantheon, pantheon_status, read_json, refused_before_anything_runs, temp,
+};
 
 /// A constant `mbps` trace in `dir`; its path.
 fn trace(dir: &Path, mbps: u32) -> String {
@@ -26,9 +28,22 @@ fn trace(dir: &Path, mbps: u32) -> String {
 /// `pantheon run sim` of `schemes` over `mbps` both ways, the shells `prepend`, `seed`, 4 s,
 /// into `dir/name`.
 fn sim(dir: &Path, name: &str, schemes: &str, mbps: u32, prepend: &str, seed: u64) -> PathBuf {
+    sim_with(dir, name, schemes, (mbps, prepend), seed, &[])
+}
+
+/// [`sim`] with the further flags `extra`.
+fn sim_with(
+    dir: &Path,
+    name: &str,
+    schemes: &str,
+    (mbps, prepend): (u32, &str),
+    seed: u64,
+    extra: &[&str],
+) -> PathBuf {
     let t = trace(dir, mbps);
     let data = dir.join(name);
-    pantheon(&[
+    let seed = seed.to_string();
+    let mut args = vec![
         "run",
         "sim",
         "--schemes",
@@ -42,10 +57,12 @@ fn sim(dir: &Path, name: &str, schemes: &str, mbps: u32, prepend: &str, seed: u6
         "--runtime",
         "4",
         "--seed",
-        &seed.to_string(),
+        &seed,
         "--data-dir",
         data.to_str().unwrap(),
-    ]);
+    ];
+    args.extend(extra);
+    pantheon(&args);
     data
 }
 
@@ -183,6 +200,10 @@ fn what_cannot_be_simulated_is_refused_before_anything_runs() {
                 "expected ideal, measured or MIN+MEAN",
             ),
             (
+                with(&["--schemes", "quic", "--capture", "--snaplen", "0"]),
+                "--snaplen 0: the bytes kept of each packet must be 1 to 65535",
+            ),
+            (
                 // Pantheon's Copa of 2019 (genericCC d0153f8 with δ 0.5) has no descriptor here.
                 with(&["--schemes", "copa", "--pantheon-era", "2019-01-01"]),
                 "Pantheon's `copa` as it ran on 2019-01-01: no scheme here reproduces it",
@@ -194,6 +215,23 @@ fn what_cannot_be_simulated_is_refused_before_anything_runs() {
             ),
         ],
     );
+}
+
+/// Issue 54: `--capture` in simulated time writes what a real run's does: beside each tunnel
+/// log a pcapng of the same packets (by UID, in order), each cut at the snap length and starting
+/// with its inner IPv4 header.
+#[test]
+fn a_simulated_run_captures_what_its_tunnel_logs_record() {
+    let dir = temp("sim-capture");
+    let capture = ["--capture", "--snaplen", "60"];
+    let data = sim_with(&dir.0, "data", "quic", (12, "mm-delay 10"), 1, &capture);
+    for log in ["datalink", "acklink"] {
+        for kind in ["egress", "ingress"] {
+            let at = |ext: &str| data.join(format!("quic_{log}_run1_flow1.{kind}.{ext}"));
+            let uids = captured_as_logged(&at("ptlog"), &at("pcapng"), 60);
+            assert!(!uids.is_empty(), "{log} {kind}");
+        }
+    }
 }
 
 #[test]

@@ -227,3 +227,61 @@ pub fn crossed_packets(data: &Path, scheme: &str) -> Vec<(f64, f64)> {
         .filter_map(|r| Some((*sent_at.get(&r.uid)?, ms(&arrived, r.t_ns))))
         .collect()
 }
+
+/// The packets of a pcapng file, in order: each Enhanced Packet Block's UID (its
+/// `epb_packetid` option) and captured bytes, read block by block.
+pub fn pcapng_packets(path: &Path) -> Vec<(u64, Vec<u8>)> {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < b.len() {
+        let (kind, len) = (u32_at(at), u32_at(at + 4) as usize);
+        assert_eq!(u32_at(at + len - 4) as usize, len, "block at {at}");
+        if kind == 6 {
+            let captured = u32_at(at + 20) as usize;
+            let data = b[at + 28..at + 28 + captured].to_vec();
+            let mut opt = at + 28 + captured.div_ceil(4) * 4;
+            let mut uid = None;
+            while u16_at(opt) != 0 {
+                let olen = usize::from(u16_at(opt + 2));
+                if u16_at(opt) == 5 {
+                    uid = Some(u64::from_le_bytes(b[opt + 4..opt + 12].try_into().unwrap()));
+                }
+                opt += 4 + olen.div_ceil(4) * 4;
+            }
+            out.push((uid.expect("epb_packetid"), data));
+        }
+        at += len;
+    }
+    out
+}
+
+/// Asserts that the pcapng `capture` holds the packets of the tunnel log `log` — the same UIDs
+/// in the same order — each cut at `snaplen` bytes and starting with an IPv4 header; returns
+/// the UIDs.
+pub fn captured_as_logged(log: &Path, capture: &Path, snaplen: usize) -> Vec<u64> {
+    let uids: Vec<u64> = tunnel::log::read_log(log)
+        .unwrap_or_else(|e| panic!("{}: {e}", log.display()))
+        .records
+        .iter()
+        .map(|r| r.uid)
+        .collect();
+    let packets = pcapng_packets(capture);
+    let what = capture.display();
+    assert_eq!(
+        packets.iter().map(|p| p.0).collect::<Vec<_>>(),
+        uids,
+        "{what}"
+    );
+    for (uid, bytes) in &packets {
+        assert!(bytes.len() <= snaplen, "{what}: packet {uid}");
+        assert_eq!(
+            bytes.first().map(|b| b >> 4),
+            Some(4),
+            "{what}: packet {uid}"
+        );
+    }
+    uids
+}

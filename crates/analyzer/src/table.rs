@@ -12,6 +12,8 @@ pub enum Values {
     F64(Vec<Option<f64>>),
     /// Counts and ids.
     U32(Vec<u32>),
+    /// Counts or codes that may be missing (e.g. an ECN codepoint a log did not record).
+    OptU32(Vec<Option<u32>>),
     /// Text.
     Str(Vec<Option<String>>),
 }
@@ -26,39 +28,56 @@ pub struct TableError {
     pub message: String,
 }
 
-/// Writes `columns` (name, values; all of one length) to `csv` and `parquet` (zstd). Errors
-/// name the file.
-pub fn write(columns: Vec<(&str, Values)>, csv: &Path, parquet: &Path) -> Result<(), TableError> {
-    let err = |path: &Path| {
-        let path = path.display().to_string();
-        move |e: PolarsError| TableError {
-            path: path.clone(),
-            message: e.to_string(),
+impl TableError {
+    /// An error of writing `path`.
+    pub(crate) fn of(path: &Path, message: impl ToString) -> Self {
+        TableError {
+            path: path.display().to_string(),
+            message: message.to_string(),
         }
-    };
+    }
+}
+
+/// `columns` (name, values; all of one length) as one frame; errors name `path`.
+fn frame(columns: Vec<(&str, Values)>, path: &Path) -> Result<DataFrame, TableError> {
     let cols: Vec<Column> = columns
         .into_iter()
         .map(|(name, v)| match v {
             Values::F64(v) => Column::new(name.into(), v),
             Values::U32(v) => Column::new(name.into(), v),
+            Values::OptU32(v) => Column::new(name.into(), v),
             Values::Str(v) => Column::new(name.into(), v),
         })
         .collect();
-    let mut df = DataFrame::new_infer_height(cols).map_err(err(csv))?;
-    let open = |path: &Path| {
-        std::fs::File::create(path).map_err(|e| TableError {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })
-    };
-    CsvWriter::new(open(csv)?)
-        .finish(&mut df)
-        .map_err(err(csv))?;
-    ParquetWriter::new(open(parquet)?)
+    DataFrame::new_infer_height(cols).map_err(|e| TableError::of(path, e))
+}
+
+/// `df` as Parquet (zstd) in `path`, written whole (a temporary name, then renamed: a reader
+/// never sees half a file). Errors name the file.
+pub fn write_parquet_frame(df: &mut DataFrame, path: &Path) -> Result<(), TableError> {
+    let mut bytes = Vec::new();
+    ParquetWriter::new(&mut bytes)
         .with_compression(ParquetCompression::Zstd(None))
+        .finish(df)
+        .map_err(|e| TableError::of(path, e))?;
+    crate::files::write_atomic(path, &bytes).map_err(|e| TableError::of(path, e))
+}
+
+/// Writes `columns` (name, values; all of one length) to `csv` and `parquet` (zstd). Errors
+/// name the file.
+pub fn write(columns: Vec<(&str, Values)>, csv: &Path, parquet: &Path) -> Result<(), TableError> {
+    let mut df = frame(columns, csv)?;
+    let file = std::fs::File::create(csv).map_err(|e| TableError::of(csv, e))?;
+    CsvWriter::new(file)
         .finish(&mut df)
-        .map_err(err(parquet))?;
-    Ok(())
+        .map_err(|e| TableError::of(csv, e))?;
+    write_parquet_frame(&mut df, parquet)
+}
+
+/// Writes `columns` (name, values; all of one length) to `parquet` alone (zstd), whole.
+/// Errors name the file.
+pub fn write_parquet(columns: Vec<(&str, Values)>, parquet: &Path) -> Result<(), TableError> {
+    write_parquet_frame(&mut frame(columns, parquet)?, parquet)
 }
 
 #[cfg(test)]

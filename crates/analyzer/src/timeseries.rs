@@ -187,6 +187,73 @@ pub fn time_series(
     })
 }
 
+/// Writes a run's time series as two Parquet files (zstd) beside its plots, for a notebook
+/// (issue 54; the schema is also in docs/results.md):
+///
+/// - `throughput`: one row per flow and bin of `ts` — `flow` (u32), `t_s` (f64, the bin's
+///   start in seconds since the run's first event), `ingress_mbps` and `egress_mbps` (f64,
+///   Mbit/s: the throughput plot's lines) and `capacity_mbps` (f64, the link's; null without a
+///   link log);
+/// - `delay`: one row per packet delivered, in the logs' order — `flow` (u32), `t_s` (f64, its
+///   departure from the path, seconds since the run's first event), `size` (u32, bytes, as the
+///   tunnel logged it), `delay_ms` (f64, one-way delay; null when its sending was not logged)
+///   and `ecn` (u32, the codepoint it was delivered with: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE;
+///   null when the logs did not record ECN).
+///
+/// `departures`: the run's departures frame ([`crate::ingest::RunFrames::departures`]), on
+/// the clock of `ts`. Errors name the file.
+#[cfg(feature = "table")]
+pub fn write_parquet(
+    ts: &TimeSeries,
+    departures: &DataFrame,
+    throughput: &std::path::Path,
+    delay: &std::path::Path,
+) -> Result<(), crate::table::TableError> {
+    use crate::table::{self, TableError, Values};
+    let (mut flow, mut t_s) = (Vec::new(), Vec::new());
+    let (mut ingress, mut egress, mut capacity) = (Vec::new(), Vec::new(), Vec::new());
+    for (&f, series) in &ts.flows {
+        for bin in 0..ts.bins {
+            flow.push(f);
+            t_s.push(Some(bin as f64 * ts.bin_ms / 1000.0));
+            ingress.push(series.ingress.get(bin).copied());
+            egress.push(series.egress.get(bin).copied());
+            capacity.push(ts.capacity.as_ref().and_then(|c| c.get(bin).copied()));
+        }
+    }
+    table::write_parquet(
+        vec![
+            ("flow", Values::U32(flow)),
+            ("t_s", Values::F64(t_s)),
+            ("ingress_mbps", Values::F64(ingress)),
+            ("egress_mbps", Values::F64(egress)),
+            ("capacity_mbps", Values::F64(capacity)),
+        ],
+        throughput,
+    )?;
+    // Per packet: the departures' own columns, renamed and retyped (no copy into rows).
+    let frame = || -> PolarsResult<DataFrame> {
+        let column = |name: &str| -> PolarsResult<Series> {
+            Ok(departures.column(name)?.as_materialized_series().clone())
+        };
+        let ecn = match departures.column("ecn") {
+            Ok(c) => c.as_materialized_series().cast(&DataType::UInt32)?,
+            Err(_) => Series::full_null("ecn".into(), departures.height(), &DataType::UInt32),
+        };
+        DataFrame::new_infer_height(vec![
+            column("flow")?.cast(&DataType::UInt32)?.into(),
+            ((column("t_ms")? - ts.first_ms) / 1000.0)
+                .with_name("t_s".into())
+                .into(),
+            column("size")?.cast(&DataType::UInt32)?.into(),
+            column("delay")?.with_name("delay_ms".into()).into(),
+            ecn.into(),
+        ])
+    };
+    let mut packets = frame().map_err(|e| TableError::of(delay, e))?;
+    table::write_parquet_frame(&mut packets, delay)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +311,57 @@ mod tests {
         );
         assert_eq!(ecn.delivered.ce_fraction(), Some(2.0 / 3.0));
         assert_eq!(ecn.bleached, 0);
+    }
+
+    /// Issue 54: a run's time series read back from its Parquet files — the bins of the
+    /// throughput plot per flow, and every delivered packet with its delay and codepoint.
+    #[cfg(feature = "table")]
+    #[test]
+    fn parquet_series_read_back_as_written() {
+        let arrivals = df!("flow" => [1u32, 1, 1], "t_ms" => [100.0, 110.0, 700.0],
+            "size" => [1500u64, 1500, 1500], "ecn" => [2u32, 2, 2])
+        .unwrap();
+        let departures = df!("flow" => [1u32, 1], "t_ms" => [150.0, 760.0],
+            "size" => [1500u64, 1500], "delay" => [Some(50.0), None],
+            "ecn" => [Some(2u32), Some(3)], "sent_ecn" => [Some(2u32), Some(2)])
+        .unwrap();
+        let opp = df!("t_ms" => [100.0, 600.0], "size" => [1500u64, 1500]).unwrap();
+        let stats = crate::metrics::run_stats(&arrivals, &departures, Some(&opp)).unwrap();
+        let ts = time_series(&arrivals, &departures, Some(&opp), &stats, 500.0).unwrap();
+        let dir = std::env::temp_dir().join(format!("series-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (tput, delay) = (dir.join("t.parquet"), dir.join("d.parquet"));
+        write_parquet(&ts, &departures, &tput, &delay).unwrap();
+        let read = |p: &std::path::Path| {
+            ParquetReader::new(std::fs::File::open(p).unwrap())
+                .finish()
+                .unwrap()
+        };
+        let (t, d) = (read(&tput), read(&delay));
+        // Logs without ECN: the column is there, all null.
+        let plain = departures.drop_many(["ecn", "sent_ecn"]);
+        write_parquet(&ts, &plain, &tput, &delay).unwrap();
+        let no_ecn = read(&delay);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(no_ecn.column("ecn").unwrap().null_count(), 2);
+        let f64s = |df: &DataFrame, c: &str| -> Vec<Option<f64>> {
+            df.column(c).unwrap().f64().unwrap().iter().collect()
+        };
+        let u32s = |df: &DataFrame, c: &str| -> Vec<Option<u32>> {
+            df.column(c).unwrap().u32().unwrap().iter().collect()
+        };
+        // First event at 100 ms; bins [100, 600) and [600, 1100) ms. Bin 0: two packets in,
+        // one out; bin 1: one in, one out; the link offered one 1500-byte packet in each.
+        let one = 1500.0 * 8.0 / 500_000.0;
+        assert_eq!(u32s(&t, "flow"), [Some(1), Some(1)]);
+        assert_eq!(f64s(&t, "t_s"), [Some(0.0), Some(0.5)]);
+        assert_eq!(f64s(&t, "ingress_mbps"), [Some(2.0 * one), Some(one)]);
+        assert_eq!(f64s(&t, "egress_mbps"), [Some(one), Some(one)]);
+        assert_eq!(f64s(&t, "capacity_mbps"), [Some(one), Some(one)]);
+        assert_eq!(u32s(&d, "flow"), [Some(1), Some(1)]);
+        assert_eq!(f64s(&d, "t_s"), [Some(0.05), Some(0.66)]);
+        assert_eq!(u32s(&d, "size"), [Some(1500), Some(1500)]);
+        assert_eq!(f64s(&d, "delay_ms"), [Some(50.0), None]);
+        assert_eq!(u32s(&d, "ecn"), [Some(2), Some(3)]);
     }
 }

@@ -560,7 +560,7 @@ fn analyze_run(
     }
     rr.flags.extend(bleaching(&stats));
     if let Err(e) = draw
-        .then(|| run_plots(dir, scheme, run_id, &frames, &stats))
+        .then(|| run_plots(dir, scheme, run_id, &frames, &stats, &mut rr.flags))
         .transpose()
     {
         rr.flags.push(format!("plots not drawn: {e:#}"));
@@ -1288,13 +1288,16 @@ pub fn system_info() -> Vec<String> {
 }
 
 /// Pantheon's per-run plots: `<scheme>_datalink_throughput_run<N>.png` (500 ms bins) and
-/// `<scheme>_datalink_delay_run<N>.png`.
+/// `<scheme>_datalink_delay_run<N>.png`; with the feature `parquet`, their data beside them
+/// as `<scheme>_datalink_throughput_run<N>.parquet` and `<scheme>_datalink_delay_run<N>.parquet`
+/// ([`analyzer::timeseries::write_parquet`]; a failure to write them is a note in `flags`).
 fn run_plots(
     dir: &Path,
     scheme: &str,
     run_id: u32,
     frames: &analyzer::ingest::RunFrames,
     stats: &RunStats,
+    flags: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     let ts = analyzer::timeseries::time_series(
         &frames.arrivals,
@@ -1311,6 +1314,17 @@ fn run_plots(
         &dir.join(format!("{scheme}_datalink_delay_run{run_id}.png")),
         &ts,
     )?;
+    #[cfg(feature = "parquet")]
+    if let Err(e) = analyzer::timeseries::write_parquet(
+        &ts,
+        &frames.departures,
+        &dir.join(format!("{scheme}_datalink_throughput_run{run_id}.parquet")),
+        &dir.join(format!("{scheme}_datalink_delay_run{run_id}.parquet")),
+    ) {
+        flags.push(format!("time series not written: {e}"));
+    }
+    #[cfg(not(feature = "parquet"))]
+    let _ = flags;
     Ok(())
 }
 

@@ -70,6 +70,21 @@ pub struct ExperimentPlan {
     /// (`--host-latency`; default ideal, none).
     #[serde(with = "host_latency_text")]
     pub host_latency: sim::run::HostLatency,
+    /// `--capture` (with `--snaplen`): every tunnel endpoint writes a pcapng of the inner
+    /// packets it forwarded beside each of its logs, keeping this many bytes of each packet
+    /// (1 ..= [`tunnel::capture::MAX_SNAPLEN`]; `tunnel::capture`); `None`: no capture.
+    #[serde(default)]
+    pub capture: Option<u32>,
+}
+
+/// Checks a `--capture` snap length: the bytes kept of each packet, 1 ..=
+/// [`tunnel::capture::MAX_SNAPLEN`].
+pub fn check_capture(snaplen: u32) -> anyhow::Result<()> {
+    let max = tunnel::capture::MAX_SNAPLEN;
+    if !(1..=max).contains(&snaplen) {
+        bail!("--snaplen {snaplen}: the bytes kept of each packet must be 1 to {max}");
+    }
+    Ok(())
 }
 
 /// [`sim::run::HostLatency`] as the text `--host-latency` takes (`ideal`, `measured`,
@@ -111,6 +126,7 @@ impl Default for ExperimentPlan {
             workload: None,
             simulate: false,
             host_latency: sim::run::HostLatency::NONE,
+            capture: None,
         }
     }
 }
@@ -204,6 +220,9 @@ impl ExperimentPlan {
                 "pt-host sets the end hosts' kernel TCP buffers; simulated runs have no kernel \
                  TCP (docs/simulation.md): run it with `pantheon run local`"
             );
+        }
+        if let Some(snaplen) = self.capture {
+            check_capture(snaplen)?;
         }
         if self.mix.is_some() && self.workload.is_some() {
             bail!(

@@ -135,6 +135,28 @@ pub fn spawn(
 /// Where a side's output goes: (results directory, scheme, run id, flow, side).
 pub type SideOutput<'a> = (&'a Path, &'a str, u32, usize, Side);
 
+/// A side's TLS key log: `<dir>/<scheme>_run<N>_flow<i>.<side>.keys`, NSS key log lines
+/// (`SSLKEYLOGFILE`'s format, as browsers and curl write it) of every TLS secret its QUIC
+/// connections derived, with which Wireshark decrypts a `--capture`.
+pub fn key_log((dir, scheme, run_id, flow, side): SideOutput) -> PathBuf {
+    let flow_id = u16::try_from(flow).unwrap_or(u16::MAX);
+    side_file(&flow_stem(dir, scheme, run_id, flow_id), side, "keys")
+}
+
+/// [`spawn`] with `SSLKEYLOGFILE` set to the side's [`key_log`] (`--capture`): the QUIC
+/// schemes' programs (quinn's rustls, quiche's BoringSSL) write their TLS secrets there; the
+/// others ignore it.
+pub fn spawn_with_key_log(
+    ns: &NetNs,
+    argv: &[String],
+    out: SideOutput,
+) -> anyhow::Result<SchemeProcess> {
+    let keys = key_log(out);
+    spawn_with(ns, argv, out, &|cmd| {
+        cmd.env("SSLKEYLOGFILE", &keys);
+    })
+}
+
 /// [`spawn`], with `configure` applied to the command before it starts (a guest's QEMU: a
 /// parent-death signal).
 pub fn spawn_with(

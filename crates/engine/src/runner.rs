@@ -35,7 +35,7 @@ use tunnel::io::{EndpointConfig, RunningEndpoint};
 use tunnel::log::{LogFormat, Role};
 
 use crate::plan::ExperimentPlan;
-pub use crate::process::{spawn, spawn_with, SchemeProcess, SideOutput};
+pub use crate::process::{spawn, spawn_with, spawn_with_key_log, SchemeProcess, SideOutput};
 pub use crate::record::{RunOutcome, RunRecord, INTERRUPTED, RUNS_FILE};
 use crate::schemes::{flow_stem, FlowWorkload, Scheme, Side};
 use crate::sequence::{
@@ -195,6 +195,7 @@ pub fn loopback_run(
             seed: plan.seed,
             link_mbps: None,
             runtime: plan.runtime,
+            key_logs: false,
         };
         let mut record = RunRecord::new(&scheme.name, 0);
         run_sequence(
@@ -316,6 +317,7 @@ fn drive_run(
             scheme: run.name,
             run_id: run.run_id,
             flow: u16::try_from(i + 1).context("too many flows")?,
+            capture: plan.capture,
         };
         start_tunnel_pair(&files, res, (host, emu), flow_ns)?;
     }
@@ -349,6 +351,7 @@ fn drive_run(
         seed: plan.seed,
         link_mbps: path.uplink_mbps(),
         runtime: plan.runtime,
+        key_logs: plan.capture.is_some(),
     };
     run_sequence(plan, run.flows, &mut sides, record, progress)?;
     drain(plan, res, record);
@@ -447,12 +450,14 @@ fn start_emulator(
 }
 
 /// Where one flow's tunnel logs go: `<dir>/<scheme>_{datalink,acklink}_run<N>_flow<i>.
-/// {ingress,egress}` ([`log_path`]).
+/// {ingress,egress}` ([`log_path`]), and the snap length of the pcapng captures beside them
+/// (`--capture`).
 struct TunnelLogs<'a> {
     dir: &'a Path,
     scheme: &'a str,
     run_id: u32,
     flow: u16,
+    capture: Option<u32>,
 }
 
 impl TunnelLogs<'_> {
@@ -486,6 +491,7 @@ fn start_tunnel_pair(
             ingress_log,
             egress_log,
             log_format: LogFormat::Binary,
+            capture_snaplen: logs.capture,
             local_private: local,
             peer_private: peer,
             path_mtu: 1500,
@@ -565,6 +571,8 @@ struct LocalSides<'a> {
     link_mbps: Option<f64>,
     /// The run's length: a workload flow's sender starts nothing after its end.
     runtime: Duration,
+    /// `--capture`: each side's TLS secrets go to its key log ([`crate::process::key_log`]).
+    key_logs: bool,
 }
 
 /// The seed of the workload schedule of flow `flow` of run `run_id` from the plan's `seed`:
@@ -628,15 +636,13 @@ impl Sides for LocalSides<'_> {
             }
             return Ok(Vec::new());
         }
-        let mut p = spawn(
-            &self.res.namespaces[ns],
-            &argv,
-            self.dir,
-            self.name,
-            self.run_id,
-            usize::from(flow),
-            side,
-        )?;
+        let out = (self.dir, self.name, self.run_id, usize::from(flow), side);
+        let netns = &self.res.namespaces[ns];
+        let mut p = if self.key_logs {
+            spawn_with_key_log(netns, &argv, out)?
+        } else {
+            spawn_with(netns, &argv, out, &|_| {})?
+        };
         p.may_finish = workload.is_some();
         self.res.processes.push(p);
         Ok(Vec::new())

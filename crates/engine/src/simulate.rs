@@ -68,9 +68,14 @@ fn run(
     let (up_log, down_log) = link_log_paths(dir, name, run_id);
     let path = with_flow_delays(path, flows).with_link_logs(up_log, down_log);
     let n = u16::try_from(flows.len()).context("too many flows")?;
-    let mut sink = FileSink::create(&path, n, &|direction, kind, flow| {
-        log_path(dir, name, direction.as_str(), run_id, flow, kind.as_str())
-    })?;
+    let mut sink = FileSink::create(
+        &path,
+        n,
+        &|direction, kind, flow| {
+            log_path(dir, name, direction.as_str(), run_id, flow, kind.as_str())
+        },
+        plan.capture,
+    )?;
     let config = SimConfig {
         path: &path,
         flows: specs,
@@ -88,7 +93,7 @@ fn run(
         !INTERRUPTED.load(Ordering::SeqCst)
     });
     let wall = started.elapsed();
-    sink.flush().context("write the simulated run's logs")?;
+    sink.finish().context("write the simulated run's logs")?;
     let outcome = outcome?;
     record.start = Some(sim_time(setup));
     record.end = Some(sim_time(config.end_ns));

@@ -96,7 +96,7 @@ impl Meter {
 }
 
 impl Sink for Meter {
-    fn packet(&mut self, direction: Direction, r: &Record) -> io::Result<()> {
+    fn packet(&mut self, direction: Direction, r: &Record, _inner: &[u8]) -> io::Result<()> {
         if direction != Direction::Datalink || r.flow != 1 {
             return Ok(());
         }

@@ -250,6 +250,7 @@ fn drive_remote(
                 interface: interface(n),
                 scheme: run.name.to_owned(),
                 run_id,
+                snaplen: plan.capture.unwrap_or(0),
             })
         };
         let s = tunnel(server, proto::TunnelRole::Server, String::new())?;

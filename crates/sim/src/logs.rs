@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use emucal::linklog::LinkLogWriter;
 use emucal::mm::{EmulatedPath, LinkDirection};
 use emucal::stage::LinkEvent;
+use tunnel::capture::{capture_path, interface_name, Capture};
 use tunnel::log::{Direction, Header, Kind, LogFormat, LogWriter, Record, Role};
 
 use crate::run::Sink;
@@ -26,25 +27,30 @@ pub fn role(direction: Direction, kind: Kind) -> Role {
     }
 }
 
-/// The four tunnel logs of each flow and the mm-link logs the path names, as binary files.
+/// The four tunnel logs of each flow and the mm-link logs the path names, as binary files;
+/// with a capture, a pcapng beside each tunnel log, as a real run's `--capture` writes.
 pub struct FileSink {
     tunnel: BTreeMap<(u16, u8, u8), LogWriter>,
+    captures: BTreeMap<(u16, u8, u8), Capture>,
     links: BTreeMap<(u8, usize), LinkLogWriter>,
 }
 
 impl FileSink {
     /// Creates the files: for flows `1..=flows` each of (datalink, acklink) × (ingress, egress)
-    /// at `name(direction, kind, flow)` (e.g. `cubic_datalink_run1_flow1.egress.ptlog`), and
-    /// every mm-link log `path` names. Errors name the file.
+    /// at `name(direction, kind, flow)` (e.g. `cubic_datalink_run1_flow1.egress.ptlog`), with
+    /// `capture` (a snap length, bytes) its pcapng beside it (`tunnel::capture`), and every
+    /// mm-link log `path` names. Errors name the file.
     pub fn create(
         path: &EmulatedPath,
         flows: u16,
         name: &dyn Fn(Direction, Kind, u16) -> PathBuf,
+        capture: Option<u32>,
     ) -> io::Result<FileSink> {
         let named = |e: io::Error, file: &std::path::Path| {
             io::Error::new(e.kind(), format!("create {}: {e}", file.display()))
         };
         let mut tunnel = BTreeMap::new();
+        let mut captures = BTreeMap::new();
         for flow in 1..=flows {
             for direction in [Direction::Datalink, Direction::Acklink] {
                 for kind in [Kind::Ingress, Kind::Egress] {
@@ -60,7 +66,16 @@ impl FileSink {
                     };
                     let w = LogWriter::create(&file, &header, &LogFormat::Binary)
                         .map_err(|e| named(e, &file))?;
-                    tunnel.insert((flow, direction as u8, kind as u8), w);
+                    let key = (flow, direction as u8, kind as u8);
+                    tunnel.insert(key, w);
+                    if let Some(snaplen) = capture {
+                        let file = capture_path(&file);
+                        let interface = interface_name(direction.as_str(), kind.as_str(), flow);
+                        let inbound = kind == Kind::Ingress;
+                        let c = Capture::create(&file, &interface, snaplen, SIM_EPOCH_NS, inbound)
+                            .map_err(|e| named(e, &file))?;
+                        captures.insert(key, c);
+                    }
                 }
             }
         }
@@ -75,22 +90,31 @@ impl FileSink {
                 links.insert((direction as u8, stage), w);
             }
         }
-        Ok(FileSink { tunnel, links })
+        Ok(FileSink {
+            tunnel,
+            captures,
+            links,
+        })
     }
 
-    /// Writes what is buffered to the files.
-    pub fn flush(&mut self) -> io::Result<()> {
+    /// Writes what is buffered to the files and closes the captures.
+    pub fn finish(mut self) -> io::Result<()> {
         self.tunnel.values_mut().try_for_each(LogWriter::flush)?;
-        self.links.values_mut().try_for_each(LinkLogWriter::flush)
+        self.links.values_mut().try_for_each(LinkLogWriter::flush)?;
+        for capture in std::mem::take(&mut self.captures).into_values() {
+            capture.finish()?;
+        }
+        Ok(())
     }
 }
 
 impl Sink for FileSink {
-    fn packet(&mut self, direction: Direction, record: &Record) -> io::Result<()> {
-        match self
-            .tunnel
-            .get_mut(&(record.flow, direction as u8, record.kind as u8))
-        {
+    fn packet(&mut self, direction: Direction, record: &Record, inner: &[u8]) -> io::Result<()> {
+        let key = (record.flow, direction as u8, record.kind as u8);
+        if let Some(c) = self.captures.get_mut(&key) {
+            c.packet(record.t_ns, inner, record.uid);
+        }
+        match self.tunnel.get_mut(&key) {
             Some(w) => w.push(record),
             None => Ok(()),
         }
@@ -119,7 +143,7 @@ pub struct MemorySink {
 }
 
 impl Sink for MemorySink {
-    fn packet(&mut self, direction: Direction, record: &Record) -> io::Result<()> {
+    fn packet(&mut self, direction: Direction, record: &Record, _inner: &[u8]) -> io::Result<()> {
         self.packets.push((direction, *record));
         Ok(())
     }

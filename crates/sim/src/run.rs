@@ -42,6 +42,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tunnel::ecn::{Codepoint, Decapsulated};
 use tunnel::log::{Direction, Kind, Record};
+use tunnel::wire::OVERHEAD;
 
 use crate::frame;
 use crate::quic;
@@ -191,8 +192,9 @@ impl std::fmt::Display for HostLatency {
 pub trait Sink {
     /// A packet crossing a tunnel endpoint, as that endpoint logs it (`record.flow` its flow,
     /// `record.kind` egress: sent into the path, or ingress: out of it); `direction` datalink
-    /// (client → server) or acklink.
-    fn packet(&mut self, direction: Direction, record: &Record) -> io::Result<()>;
+    /// (client → server) or acklink; `inner` the inner IP packet (IPv4 header first) as the
+    /// endpoint forwarded it — an ingress packet with the CE mark the path gave it (RFC 6040).
+    fn packet(&mut self, direction: Direction, record: &Record, inner: &[u8]) -> io::Result<()>;
 
     /// Events of the logged mm-link stage at index `stage` of `direction`'s pipeline.
     fn link_events(
@@ -672,15 +674,19 @@ impl Loop<'_> {
         now: u64,
     ) -> Result<(), SimError> {
         self.path.pipes[d].advance(now);
-        while let Some((t, pkt)) = self.path.pipes[d].pop() {
+        while let Some((t, mut pkt)) = self.path.pipes[d].pop() {
             let Some((id, uid, ecn, _)) = frame::decode(&pkt) else {
                 continue;
             };
             // As the real tunnel (RFC 6040): a CE outer header around a Not-ECT packet is a
-            // loss, never logged as received.
+            // loss, never logged as received; around an ECN-capable one, the inner header is
+            // marked CE.
             let Decapsulated::Forward(ecn) = ecn else {
                 continue;
             };
+            if ecn == Codepoint::Ce {
+                tunnel::ecn::set_ce(&mut pkt[OVERHEAD..]);
+            }
             let size = pkt.len() as u32;
             let Some(f) = self.flows.get_mut(usize::from(id).wrapping_sub(1)) else {
                 continue;
@@ -696,6 +702,7 @@ impl Loop<'_> {
                     kind: Kind::Ingress,
                     ecn: Some(ecn),
                 },
+                &pkt[OVERHEAD..],
             )?;
             if d == 0 {
                 self.out.delivered.0 += 1;
@@ -855,6 +862,7 @@ impl Wire<'_> {
                 kind: Kind::Egress,
                 ecn: Some(Codepoint::from_bits(ecn)),
             },
+            &pkt[OVERHEAD..],
         )?;
         if client {
             self.out.sent.0 += 1;

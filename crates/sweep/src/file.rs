@@ -56,6 +56,10 @@ pub struct SweepFile {
     /// run in real time; default false.
     #[serde(default)]
     pub simulate: bool,
+    /// `--capture` for every point: its tunnels write a pcapng beside each log keeping this
+    /// many bytes of each packet (`capture = 128`; docs/results.md); default none.
+    #[serde(default)]
+    pub capture: Option<u32>,
     /// The environments.
     pub environments: Environments,
     /// The flow mixes.
@@ -225,6 +229,9 @@ impl SweepFile {
         }
         if self.runs == 0 {
             return Err("runs: must be at least 1".into());
+        }
+        if let Some(c) = self.capture {
+            engine::plan::check_capture(c).map_err(|e| format!("capture: {e}"))?;
         }
         let e = &self.environments;
         let grid = !(e.rate_mbps.is_empty() && e.rtt_ms.is_empty())

@@ -287,6 +287,7 @@ impl SweepPlan {
             schemes_dir: self.schemes_dir.clone(),
             mix: Some(mix),
             simulate: self.file.simulate,
+            capture: self.file.capture,
             ..ExperimentPlan::default()
         };
         Ok(Local {

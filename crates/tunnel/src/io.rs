@@ -1,8 +1,8 @@
 //! The I/O shell around [`Endpoint`]: a UDP socket toward the peer, a TUN device named
 //! `tunnel` inside the endpoint's own network namespace, and one forwarding thread that polls
 //! both file descriptors, moving packets in batches (TUN offload, `UDP_SEGMENT`, `UDP_GRO`:
-//! see `docs/performance.md`). Each log has its own writer thread behind a [`LogRing`]. No
-//! protocol state lives here.
+//! see `docs/performance.md`). Each log, and each pcapng capture ([`Capture`]), has its own
+//! writer thread behind a ring of chunks ([`crate::ring`]). No protocol state lives here.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use netns::NetNs;
 
+use crate::capture::{capture_path, interface_name, Capture};
 use crate::ecn::Codepoint;
 use crate::endpoint::{Counters, Endpoint, State};
 use crate::log::{Direction, Header, Kind, LogFormat, LogWriter, Role};
@@ -60,6 +61,10 @@ pub struct EndpointConfig {
     pub egress_log: Option<PathBuf>,
     /// Binary (ours) or Pantheon's text logs.
     pub log_format: LogFormat,
+    /// Snap length of a pcapng capture of the inner packets beside each log (bytes kept of
+    /// each packet, 1 ..= [`crate::capture::MAX_SNAPLEN`]; [`capture_path`] names the file);
+    /// `None`: no capture.
+    pub capture_snaplen: Option<u32>,
     /// This endpoint's address on its TUN device (pantheon-tunnel's "private" address).
     pub local_private: Ipv4Addr,
     /// The peer's TUN address; the namespace's default route points at it.
@@ -209,6 +214,7 @@ pub fn start(
     let base_realtime_ns = realtime_ns();
     let base = Instant::now();
     let (ingress, egress) = open_logs(&cfg, base_realtime_ns)?;
+    let (ingress_capture, egress_capture) = open_captures(&cfg, base_realtime_ns)?;
 
     let control = Arc::new(Control {
         stop: AtomicBool::new(false),
@@ -238,6 +244,8 @@ pub fn start(
         base,
         ingress,
         egress,
+        ingress_capture,
+        egress_capture,
         control: control.clone(),
         egress_buf: vec![0; SEGMENTS * stride],
         stride,
@@ -354,6 +362,36 @@ fn open_logs(
     Ok((ingress, egress))
 }
 
+/// The ingress and egress captures `cfg` asks for, beside its logs ([`capture_path`]).
+fn open_captures(
+    cfg: &EndpointConfig,
+    base_realtime_ns: i64,
+) -> Result<(Option<Capture>, Option<Capture>), Error> {
+    let Some(snaplen) = cfg.capture_snaplen else {
+        return Ok((None, None));
+    };
+    let (ingress_dir, egress_dir) = if cfg.sender_side {
+        (Direction::Acklink, Direction::Datalink)
+    } else {
+        (Direction::Datalink, Direction::Acklink)
+    };
+    let open = |log: &Option<PathBuf>, direction: Direction, kind: Kind| {
+        log.as_ref()
+            .map(|log| {
+                let path = capture_path(log);
+                let interface = interface_name(direction.as_str(), kind.as_str(), cfg.flow);
+                let inbound = kind == Kind::Ingress;
+                Capture::create(&path, &interface, snaplen, base_realtime_ns, inbound)
+                    .map_err(io_err(format!("create {}", path.display())))
+            })
+            .transpose()
+    };
+    Ok((
+        open(&cfg.ingress_log, ingress_dir, Kind::Ingress)?,
+        open(&cfg.egress_log, egress_dir, Kind::Egress)?,
+    ))
+}
+
 fn bind_to_device(socket: &UdpSocket, device: &str) -> std::io::Result<()> {
     // SAFETY: setsockopt with a byte string and its length, on a socket we own.
     let rc = unsafe {
@@ -408,6 +446,8 @@ struct Relay {
     base: Instant,
     ingress: Option<LogRing>,
     egress: Option<LogRing>,
+    ingress_capture: Option<Capture>,
+    egress_capture: Option<Capture>,
     control: Arc<Control>,
     /// One slot of `stride` bytes per TUN segment: 8-byte UID headroom + the inner MTU, so
     /// that full-size datagrams lie end to end and leave in one segmented send.
@@ -487,14 +527,19 @@ impl Relay {
         self.send_control();
         self.log_records();
         let mut dropped = 0;
-        for ring in [self.ingress.take(), self.egress.take()]
+        let logs = [self.ingress.take(), self.egress.take()]
             .into_iter()
             .flatten()
-        {
-            match ring.finish() {
+            .map(|ring| ("log", ring.finish()));
+        let captures = [self.ingress_capture.take(), self.egress_capture.take()]
+            .into_iter()
+            .flatten()
+            .map(|capture| ("capture", capture.finish()));
+        for (what, finished) in logs.chain(captures) {
+            match finished {
                 Ok(n) => dropped += n,
                 Err(e) => {
-                    let why = format!("write packet log: {e}");
+                    let why = format!("write packet {what}: {e}");
                     *self.control.log_error.lock().expect("poisoned") = Some(why.clone());
                     self.fail(why);
                 }
@@ -565,7 +610,14 @@ impl Relay {
             let outer = Codepoint::from_bits(tos);
             let step = segment.map_or(n, usize::from).max(1);
             for datagram in self.rx_buf[..n].chunks_mut(step) {
+                let uid = match self.ingress_capture {
+                    Some(_) => wire::uid(datagram),
+                    None => None,
+                };
                 if let Some(packet) = self.endpoint.handle_datagram(now, datagram, outer) {
+                    if let (Some(c), Some(uid)) = (&mut self.ingress_capture, uid) {
+                        c.packet(now, packet, uid);
+                    }
                     self.tun_batch.push(packet, &self.tun, &self.control);
                 }
             }
@@ -611,6 +663,11 @@ impl Relay {
                         Some((len, ecn)) => {
                             self.datagram_lens[i] = len;
                             self.outer_ecn[i] = ecn.bits();
+                            if let Some(c) = &mut self.egress_capture {
+                                // The UID encapsulate just wrote.
+                                let uid = wire::uid(slot).unwrap_or(u64::MAX);
+                                c.packet(now, &slot[wire::UID_LEN..len], uid);
+                            }
                         }
                         None => return, // not connected yet: the endpoint counted the drops
                     }

@@ -12,6 +12,7 @@
 //! - [`endpoint::Endpoint`]: the sans-IO state machine (handshake, UIDs, log records), fed
 //!   `(now, bytes)` and tested without sockets.
 //! - [`log`]: the binary packet-log format and its reader/writer.
+//! - [`capture`]: pcapng captures of the inner packets (`--capture`), beside the logs.
 //! - [`ecn`]: the ECN field of IP packets, carried across the tunnel as RFC 6040 says.
 //! - [`io`]: the thin shell: UDP socket + TUN device in a network namespace + one thread.
 //! - [`messages`] (feature `cli`): the programs print the libraries' `tracing` messages.
@@ -27,6 +28,7 @@
 //! assert!(client.is_connected() && server.is_connected());
 //! ```
 
+pub mod capture;
 pub mod ecn;
 pub mod endpoint;
 #[cfg(feature = "io")]

@@ -1,11 +1,12 @@
-//! Packet-log records off the forwarding thread.
+//! Packet-log records and captured packets off the forwarding thread.
 //!
-//! The forwarding thread copies each [`Record`] into the current chunk of a ring of
-//! preallocated chunks ([`CHUNK_RECORDS`] records each, [`CHUNKS`] of them); a full chunk goes
-//! to a writer thread, which encodes it ([`LogWriter`]: binary or Pantheon text) in large
-//! writes and hands the emptied chunk back. Nothing is allocated per packet and the forwarding
-//! thread never waits for the disk. If the disk falls so far behind that every chunk is full,
-//! further records are counted in [`LogRing::dropped`] and reported, never silently lost.
+//! The forwarding thread copies each item — a log [`Record`], or the bytes of a captured
+//! packet ([`crate::capture`]) — into the current chunk of a ring of preallocated chunks
+//! ([`CHUNKS`] of them); a full chunk goes to a writer thread, which hands it to its [`Sink`]
+//! (the log's [`LogWriter`]: binary or Pantheon text; a capture file) in large writes and hands
+//! the emptied chunk back. Nothing is allocated per packet and the forwarding thread never
+//! waits for the disk. If the disk falls so far behind that every chunk is full, further items
+//! are counted in [`Ring::dropped`] and reported, never silently lost.
 
 use std::io;
 use std::sync::mpsc::{self, Receiver, SyncSender};
@@ -13,44 +14,82 @@ use std::thread::JoinHandle;
 
 use crate::log::{LogWriter, Record};
 
-/// Records per chunk.
+/// Records per chunk of a [`LogRing`].
 pub const CHUNK_RECORDS: usize = 4096;
-/// Chunks per ring: 131 072 records, about 0.3 s of a 400 000 packet/s flow.
+/// Chunks per ring: for a log, 131 072 records, about 0.3 s of a 400 000 packet/s flow.
 pub const CHUNKS: usize = 32;
 
-/// The forwarding thread's end of one log's ring.
+/// Where a ring's writer thread puts the full chunks.
+pub trait Sink<T>: Send + 'static {
+    /// Writes one chunk's items, in order.
+    fn write(&mut self, items: &[T]) -> io::Result<()>;
+    /// Writes whatever is buffered; called once, after the last chunk.
+    fn flush(&mut self) -> io::Result<()>;
+}
+
+impl Sink<Record> for LogWriter {
+    fn write(&mut self, items: &[Record]) -> io::Result<()> {
+        items.iter().try_for_each(|r| self.push(r))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        LogWriter::flush(self)
+    }
+}
+
+/// The forwarding thread's end of a ring of chunks of `T`, each of `capacity` items.
 #[derive(Debug)]
-pub struct LogRing {
-    chunk: Vec<Record>,
-    full: Option<SyncSender<Vec<Record>>>,
-    free: Receiver<Vec<Record>>,
+pub struct Ring<T> {
+    chunk: Vec<T>,
+    capacity: usize,
+    full: Option<SyncSender<Vec<T>>>,
+    free: Receiver<Vec<T>>,
     dropped: u64,
     writer: Option<JoinHandle<io::Result<()>>>,
 }
 
+/// The ring of one packet log.
+pub type LogRing = Ring<Record>;
+
 impl LogRing {
-    /// Preallocates the ring and starts the writer thread that owns `writer`.
+    /// Preallocates the ring ([`CHUNK_RECORDS`] records a chunk) and starts the writer thread
+    /// that owns `writer`.
     pub fn spawn(writer: LogWriter, name: String) -> io::Result<LogRing> {
-        let (full_tx, full_rx) = mpsc::sync_channel::<Vec<Record>>(CHUNKS);
-        let (free_tx, free_rx) = mpsc::sync_channel::<Vec<Record>>(CHUNKS);
+        Ring::with_sink(writer, CHUNK_RECORDS, name)
+    }
+
+    /// Appends one record; counts it as dropped if every chunk is waiting for the disk.
+    #[inline]
+    pub fn push(&mut self, record: Record) {
+        if let Some(chunk) = self.room(1) {
+            chunk.push(record);
+        }
+    }
+}
+
+impl<T: Send + 'static> Ring<T> {
+    /// Preallocates [`CHUNKS`] chunks of `capacity` items and starts the writer thread (named
+    /// `name`) that owns `sink`.
+    pub fn with_sink(sink: impl Sink<T>, capacity: usize, name: String) -> io::Result<Ring<T>> {
+        let (full_tx, full_rx) = mpsc::sync_channel::<Vec<T>>(CHUNKS);
+        let (free_tx, free_rx) = mpsc::sync_channel::<Vec<T>>(CHUNKS);
         for _ in 1..CHUNKS {
             free_tx
-                .send(Vec::with_capacity(CHUNK_RECORDS))
+                .send(Vec::with_capacity(capacity))
                 .expect("receiver alive");
         }
-        let mut writer = writer;
+        let mut sink = sink;
         let handle = std::thread::Builder::new().name(name).spawn(move || {
             for mut chunk in full_rx {
-                for r in &chunk {
-                    writer.push(r)?;
-                }
+                sink.write(&chunk)?;
                 chunk.clear();
                 let _ = free_tx.send(chunk);
             }
-            writer.flush()
+            sink.flush()
         })?;
-        Ok(LogRing {
-            chunk: Vec::with_capacity(CHUNK_RECORDS),
+        Ok(Ring {
+            chunk: Vec::with_capacity(capacity),
+            capacity,
             full: Some(full_tx),
             free: free_rx,
             dropped: 0,
@@ -58,14 +97,21 @@ impl LogRing {
         })
     }
 
-    /// Appends one record; counts it as dropped if every chunk is waiting for the disk.
+    /// The current chunk, with room for `n` more items without growing (handing a full one to
+    /// the writer first if needed); `None` — and the item counted as dropped — if every chunk
+    /// is waiting for the disk or `n` exceeds a chunk.
     #[inline]
-    pub fn push(&mut self, record: Record) {
-        if self.chunk.len() == CHUNK_RECORDS && !self.rotate() {
+    pub fn room(&mut self, n: usize) -> Option<&mut Vec<T>> {
+        if self.chunk.len() + n > self.capacity && (n > self.capacity || !self.rotate()) {
             self.dropped += 1;
-            return;
+            return None;
         }
-        self.chunk.push(record);
+        Some(&mut self.chunk)
+    }
+
+    /// Items dropped so far because the disk fell behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
     }
 
     /// Hands the current chunk to the writer if an empty one is available.
@@ -82,12 +128,15 @@ impl LogRing {
     }
 
     /// Sends what is left, waits for the writer to write and flush everything, and returns
-    /// the number of dropped records, or the writer's error.
+    /// the number of dropped items, or the writer's error.
     pub fn finish(mut self) -> io::Result<u64> {
         self.close()?;
         Ok(self.dropped)
     }
+}
 
+impl<T> Ring<T> {
+    /// Sends the current chunk and waits for the writer thread to end.
     fn close(&mut self) -> io::Result<()> {
         if let Some(tx) = self.full.take() {
             if !self.chunk.is_empty() {
@@ -96,13 +145,13 @@ impl LogRing {
         }
         match self.writer.take().map(|h| h.join()) {
             Some(Ok(result)) => result,
-            Some(Err(_)) => Err(io::Error::other("log writer thread panicked")),
+            Some(Err(_)) => Err(io::Error::other("ring writer thread panicked")),
             None => Ok(()),
         }
     }
 }
 
-impl Drop for LogRing {
+impl<T> Drop for Ring<T> {
     fn drop(&mut self) {
         let _ = self.close();
     }

@@ -71,10 +71,9 @@ pub enum Datagram<'a> {
 
 /// Parses one received UDP payload. Never panics; malformed input gives an [`Error`].
 pub fn parse(buf: &[u8]) -> Result<Datagram<'_>, Error> {
-    if buf.len() < UID_LEN {
+    let Some(uid) = uid(buf) else {
         return Err(Error::Truncated(buf.len()));
-    }
-    let uid = u64::from_le_bytes(buf[..UID_LEN].try_into().expect("8 bytes"));
+    };
     let packet = &buf[UID_LEN..];
     if packet.is_empty() {
         return match uid {
@@ -89,6 +88,11 @@ pub fn parse(buf: &[u8]) -> Result<Datagram<'_>, Error> {
         4 | 6 => Ok(Datagram::Data { uid, packet }),
         _ => Err(Error::NotIp(packet[0])),
     }
+}
+
+/// The UID a datagram starts with; `None` if it is shorter than [`UID_LEN`].
+pub fn uid(buf: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(buf.get(..UID_LEN)?.try_into().ok()?))
 }
 
 /// Writes the UID header into `buf[..8]` (the headroom left before the inner packet).

@@ -27,6 +27,7 @@ fn endpoint(role: Role, udp_addr: SocketAddrV4, ns: &NetNs) -> RunningEndpoint {
             ingress_log: None,
             egress_log: None,
             log_format: LogFormat::Binary,
+            capture_snaplen: None,
             local_private,
             peer_private,
             path_mtu: 1500,

@@ -95,7 +95,28 @@ fn config(cli: &Cli, cert_dir: Option<&std::path::Path>) -> Result<quiche::Confi
     c.set_initial_max_stream_data_uni(WINDOW);
     c.set_initial_max_streams_uni(16);
     c.set_disable_active_migration(true);
+    if std::env::var_os(KEY_LOG).is_some() {
+        c.log_keys();
+    }
     Ok(c)
+}
+
+/// The environment variable naming the file for the TLS secrets (NSS key log lines, as
+/// browsers and curl write them): `pantheon run --capture` sets it, so that Wireshark decrypts
+/// the capture.
+const KEY_LOG: &str = "SSLKEYLOGFILE";
+
+/// Gives `conn` the key log file `SSLKEYLOGFILE` names (appended to), if it names one.
+fn key_log(conn: &mut quiche::Connection) -> Result<()> {
+    if let Some(path) = std::env::var_os(KEY_LOG) {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("{KEY_LOG} {}", path.to_string_lossy()))?;
+        conn.set_keylog(Box::new(file));
+    }
+    Ok(())
 }
 
 fn main() -> Result<()> {
@@ -121,13 +142,14 @@ fn main() -> Result<()> {
                 }
                 let scid = connection_id();
                 let local = socket.local_addr()?;
-                let conn = quiche::accept(
+                let mut conn = quiche::accept(
                     &quiche::ConnectionId::from_ref(&scid),
                     None,
                     local,
                     from,
                     &mut config,
                 )?;
+                key_log(&mut conn)?;
                 break (conn, (len, from));
             };
             eprintln!("pantheon-quiche: receiver: connection from {}", first.1);
@@ -138,13 +160,14 @@ fn main() -> Result<()> {
             let server = SocketAddr::from((ip, port));
             let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).context("binding")?;
             let scid = connection_id();
-            let conn = quiche::connect(
+            let mut conn = quiche::connect(
                 Some("pantheon"),
                 &quiche::ConnectionId::from_ref(&scid),
                 socket.local_addr()?,
                 server,
                 &mut config,
             )?;
+            key_log(&mut conn)?;
             eprintln!("pantheon-quiche: sender: connecting to {server}");
             drive(conn, socket, Role::Sender, None, cli.stats)
         }

@@ -220,6 +220,17 @@ pub(crate) struct CommonRunArgs {
     /// Seconds to wait after starting the side that runs first (Pantheon: 3).
     #[arg(long, default_value_t = engine::plan::FIRST_SIDE_SETUP_S)]
     first_side_setup: f64,
+    /// Capture what crossed the path: every tunnel endpoint (a simulated run's too) writes a
+    /// pcapng of the inner packets it forwarded beside each of its logs
+    /// (`…_flow1.egress.pcapng`), their first --snaplen bytes with each side's timestamps and
+    /// each packet's UID (`frame.comment` in tshark), so that a flow's egress and ingress
+    /// captures join. Opens in Wireshark. See docs/results.md.
+    #[arg(long)]
+    capture: bool,
+    /// With --capture: bytes kept of each packet (headers: IP, TCP or UDP, the start of a
+    /// QUIC packet), 1 to 65535.
+    #[arg(long, default_value_t = tunnel::capture::DEFAULT_SNAPLEN, value_name = "BYTES")]
+    snaplen: u32,
 }
 
 /// Pantheon's `test.py local` flags.
@@ -383,6 +394,7 @@ fn common_plan(
             .map(|w| workload::Workload::parse(w).map(|_| w.to_owned()))
             .transpose()?,
         simulate,
+        capture: c.capture.then_some(c.snaplen),
         ..ExperimentPlan::default()
     })
 }

@@ -53,6 +53,8 @@ struct HostedRun {
     res: RunResources,
     /// Flow id → index of its namespace in `res.namespaces`.
     flows: BTreeMap<u16, usize>,
+    /// The flows whose tunnels capture (`--capture`): their sides also write TLS key logs.
+    captured: std::collections::BTreeSet<u16>,
 }
 
 type Reply<T> = Result<Response<T>, Status>;
@@ -128,6 +130,31 @@ fn interface_mtu(interface: &str) -> Result<u32, Status> {
         .ok_or_else(|| Status::invalid_argument(format!("no interface {interface} on this node")))
 }
 
+/// The UDP address of a tunnel request (a server's may be empty: any port), checked with the
+/// request's run name, which names the log files (a scheme's or a mix's: one file name, never
+/// a path; its schemes are checked when their sides start).
+fn checked_address(req: &proto::TunnelRequest, role: Role) -> Result<SocketAddrV4, Status> {
+    let address: SocketAddrV4 = if req.address.is_empty() && role == Role::Server {
+        SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)
+    } else {
+        req.address.parse().map_err(|_| {
+            Status::invalid_argument(format!("address {:?}: expected ip:port", req.address))
+        })?
+    };
+    if role == Role::Client && address.port() == 0 {
+        return Err(Status::invalid_argument(
+            "a tunnel client needs the server's port",
+        ));
+    }
+    if req.scheme.is_empty() || req.scheme.starts_with('.') || req.scheme.contains('/') {
+        return Err(Status::invalid_argument(format!(
+            "run name {:?}: expected a scheme's or a mix's name",
+            req.scheme
+        )));
+    }
+    Ok(address)
+}
+
 impl Inner {
     fn start_tunnel(&self, req: proto::TunnelRequest) -> Result<proto::TunnelReply, Status> {
         let run = run_name(&req.run)?;
@@ -136,26 +163,7 @@ impl Inner {
             proto::TunnelRole::Server => Role::Server,
             proto::TunnelRole::Client => Role::Client,
         };
-        let address: SocketAddrV4 = if req.address.is_empty() && role == Role::Server {
-            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)
-        } else {
-            req.address.parse().map_err(|_| {
-                Status::invalid_argument(format!("address {:?}: expected ip:port", req.address))
-            })?
-        };
-        if role == Role::Client && address.port() == 0 {
-            return Err(Status::invalid_argument(
-                "a tunnel client needs the server's port",
-            ));
-        }
-        // What names the log files: a scheme's name or a mix's (its schemes are checked when
-        // their sides start); one file name, never a path.
-        if req.scheme.is_empty() || req.scheme.starts_with('.') || req.scheme.contains('/') {
-            return Err(Status::invalid_argument(format!(
-                "run name {:?}: expected a scheme's or a mix's name",
-                req.scheme
-            )));
-        }
+        let address = checked_address(&req, role)?;
         let (mtu, bind_device) = if req.interface.is_empty() {
             (1500, None)
         } else {
@@ -172,6 +180,7 @@ impl Inner {
                     dir,
                     res: RunResources::default(),
                     flows: BTreeMap::new(),
+                    captured: Default::default(),
                 },
             );
         }
@@ -189,6 +198,9 @@ impl Inner {
             ))
             .map_err(internal)?;
         hosted.flows.insert(flow, ns);
+        if req.snaplen > 0 {
+            hosted.captured.insert(flow);
+        }
         let (ingress, egress) = if req.sender_side {
             ("acklink", "datalink")
         } else {
@@ -209,6 +221,7 @@ impl Inner {
                 ingress_log: Some(lp(ingress, "ingress")),
                 egress_log: Some(lp(egress, "egress")),
                 log_format: LogFormat::Binary,
+                capture_snaplen: (req.snaplen > 0).then_some(req.snaplen),
                 local_private,
                 peer_private,
                 path_mtu,
@@ -252,15 +265,19 @@ impl Inner {
             Status::failed_precondition(format!("run {run} has no tunnel for flow {flow} here"))
         })?;
         let argv = scheme.argv(side, &req.peer_address, port);
-        let p = runner::spawn(
-            &hosted.res.namespaces[ns],
-            &argv,
-            &hosted.dir,
-            &scheme.name,
+        let out = (
+            hosted.dir.as_path(),
+            scheme.name.as_str(),
             req.run_id,
             usize::from(flow),
             side,
-        )
+        );
+        let netns = &hosted.res.namespaces[ns];
+        let p = if hosted.captured.contains(&flow) {
+            runner::spawn_with_key_log(netns, &argv, out)
+        } else {
+            runner::spawn_with(netns, &argv, out, &|_| {})
+        }
         .map_err(|e| Status::failed_precondition(format!("{e:#}")))?;
         hosted.res.processes.push(p);
         let mut notes = Vec::new();

@@ -171,7 +171,9 @@ fn config_error(e: impl std::fmt::Display) -> ConfigError {
 }
 
 /// The server side: a self-signed certificate for [`SERVER_NAME`] on the fixed Ed25519 key,
-/// TLS 1.3, and [`transport_config`].
+/// TLS 1.3, and [`transport_config`]; its TLS secrets go to the file `SSLKEYLOGFILE` names, if
+/// any (NSS key log lines: `--capture` sets it for the scheme programs, so that Wireshark
+/// decrypts the capture).
 pub fn server_config(
     cc: Factory,
     settings: Settings,
@@ -181,12 +183,13 @@ pub fn server_config(
     let cert = rcgen::CertificateParams::new(vec![SERVER_NAME.to_owned()])
         .and_then(|p| p.self_signed(&key))
         .map_err(config_error)?;
-    let crypto = rustls::ServerConfig::builder_with_provider(provider())
+    let mut crypto = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(config_error)?
         .with_no_client_auth()
         .with_single_cert(vec![cert.der().clone()], der)
         .map_err(config_error)?;
+    crypto.key_log = Arc::new(rustls::KeyLogFile::new());
     let crypto =
         quinn_proto::crypto::rustls::QuicServerConfig::try_from(crypto).map_err(config_error)?;
     let mut config = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
@@ -195,17 +198,19 @@ pub fn server_config(
 }
 
 /// The client side: TLS 1.3 accepting any server certificate (a traffic generator for
-/// congestion control, not a secure channel), and [`transport_config`].
+/// congestion control, not a secure channel), and [`transport_config`]; its TLS secrets go to
+/// `SSLKEYLOGFILE`, as the server's.
 pub fn client_config(
     cc: Factory,
     settings: Settings,
 ) -> Result<quinn_proto::ClientConfig, ConfigError> {
-    let crypto = rustls::ClientConfig::builder_with_provider(provider())
+    let mut crypto = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(config_error)?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate))
         .with_no_client_auth();
+    crypto.key_log = Arc::new(rustls::KeyLogFile::new());
     let crypto =
         quinn_proto::crypto::rustls::QuicClientConfig::try_from(crypto).map_err(config_error)?;
     let mut config = quinn_proto::ClientConfig::new(Arc::new(crypto));

@@ -115,6 +115,20 @@ struct EndpointArgs {
     /// record the direction).
     #[arg(long)]
     sender_side: bool,
+    /// Also write a pcapng capture of the inner packets beside each log (`X.egress.ptlog` →
+    /// `X.egress.pcapng`; a log named otherwise gets `.pcapng` appended): the first --snaplen
+    /// bytes of each packet, its time, and its UID (the comment `uid N`, and `epb_packetid`),
+    /// for Wireshark or tshark.
+    #[arg(long)]
+    capture: bool,
+    /// With --capture: bytes kept of each packet.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = pantheon_tunnel::capture::DEFAULT_SNAPLEN,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(pantheon_tunnel::capture::MAX_SNAPLEN))
+    )]
+    snaplen: u32,
     /// End (exit status 1, with a message) when nothing has arrived from the connected peer
     /// for SECS seconds, e.g. because it was killed; while idle, send KEEPALIVEs (every second,
     /// or every SECS/4 if shorter) so that the peer does not. 0: wait forever, as pantheon-tunnel (needed opposite an
@@ -237,6 +251,7 @@ fn endpoint_main(
             ingress_log: args.ingress_log,
             egress_log: args.egress_log,
             log_format,
+            capture_snaplen: args.capture.then_some(args.snaplen),
             local_private,
             peer_private,
             path_mtu,
