@@ -23,7 +23,9 @@
 # benchmark resumes where it stopped (across days; the binary is the same while the schemes'
 # code is). Then a Markdown table: per scheme and setting the mean over runs and the sample
 # standard deviation of throughput (Mbit/s) and p95 one-way delay (ms), and the mean loss (%),
-# from each run's pantheon_perf.json (Pantheon's own definitions). Pantheon's own runs of a
+# from each run's pantheon_perf.json (Pantheon's own definitions); and every run's figures in
+# DIR/runs.csv (setting, scheme, run, tput_mbps, p95_delay_ms, loss_pct: what
+# bench/scheme_fidelity_runs.csv keeps of the runs measured so far). Pantheon's own runs of a
 # setting are judged against ours with `pantheon compare THEIRS DIR/<setting>` (Pantheon's names
 # read as ours: copa → copa_orig; docs/analysis.md).
 set -euo pipefail
@@ -94,6 +96,19 @@ def ms(xs, f):
         return "–"
     m = statistics.mean(xs)
     return f"{m:{f}} ± {statistics.stdev(xs):{f}}" if len(xs) > 1 else f"{m:{f}}"
+with open(f"{out}/runs.csv", "w") as f:
+    f.write("setting,scheme,run,tput_mbps,p95_delay_ms,loss_pct\n")
+    for st in settings:
+        try:
+            perf = json.load(open(f"{out}/{st}/pantheon_perf.json"))
+        except (OSError, ValueError):
+            continue
+        for s in sorted(perf):
+            for run in sorted(perf[s] or {}, key=int):
+                r = (perf[s][run] or {}).get("all")
+                if r:
+                    f.write(f"{st},{s},{run},{r['tput']:.4f},{r['delay']:.3f},"
+                            f"{r['loss'] * 100:.4f}\n")
 print("| scheme | setting | runs | throughput (Mbit/s) | p95 one-way delay (ms) | loss (%) |")
 print("|---|---|---|---|---|---|")
 for s in schemes:
