@@ -138,9 +138,14 @@ pub type SideOutput<'a> = (&'a Path, &'a str, u32, usize, Side);
 /// A side's TLS key log: `<dir>/<scheme>_run<N>_flow<i>.<side>.keys`, NSS key log lines
 /// (`SSLKEYLOGFILE`'s format, as browsers and curl write it) of every TLS secret its QUIC
 /// connections derived, with which Wireshark decrypts a `--capture`.
-pub fn key_log((dir, scheme, run_id, flow, side): SideOutput) -> PathBuf {
+pub fn key_log(out: SideOutput) -> PathBuf {
+    side_output_file(out, "keys")
+}
+
+/// The side's file `what` of [`SideOutput`] `out`: `<dir>/<scheme>_run<N>_flow<i>.<side>.<what>`.
+fn side_output_file((dir, scheme, run_id, flow, side): SideOutput, what: &str) -> PathBuf {
     let flow_id = u16::try_from(flow).unwrap_or(u16::MAX);
-    side_file(&flow_stem(dir, scheme, run_id, flow_id), side, "keys")
+    side_file(&flow_stem(dir, scheme, run_id, flow_id), side, what)
 }
 
 /// [`spawn`] with `SSLKEYLOGFILE` set to the side's [`key_log`] (`--capture`): the QUIC
@@ -167,7 +172,7 @@ pub fn spawn_with(
 ) -> anyhow::Result<SchemeProcess> {
     let side_name = side.name();
     let flow_id = u16::try_from(flow).unwrap_or(u16::MAX);
-    let log = side_file(&flow_stem(dir, scheme, run_id, flow_id), side, "out");
+    let log = side_output_file((dir, scheme, run_id, flow, side), "out");
     let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
     let err = out.try_clone()?;
     let mut cmd = Command::new(&argv[0]);

@@ -82,6 +82,18 @@ pub struct EndpointConfig {
     pub peer_timeout: Option<Duration>,
 }
 
+impl EndpointConfig {
+    /// The directions of this endpoint's (ingress, egress) packets: on the scheme's sender
+    /// side it sends the datalink and receives the acklink; on the receiver's, the reverse.
+    fn directions(&self) -> (Direction, Direction) {
+        if self.sender_side {
+            (Direction::Acklink, Direction::Datalink)
+        } else {
+            (Direction::Datalink, Direction::Acklink)
+        }
+    }
+}
+
 /// Shared between the endpoint thread and its owner.
 #[derive(Debug)]
 pub struct Control {
@@ -333,11 +345,7 @@ fn open_logs(
     cfg: &EndpointConfig,
     base_realtime_ns: i64,
 ) -> Result<(Option<LogRing>, Option<LogRing>), Error> {
-    let (ingress_dir, egress_dir) = if cfg.sender_side {
-        (Direction::Acklink, Direction::Datalink)
-    } else {
-        (Direction::Datalink, Direction::Acklink)
-    };
+    let (ingress_dir, egress_dir) = cfg.directions();
     let header = |kind, direction| Header {
         role: cfg.role,
         kind,
@@ -370,11 +378,7 @@ fn open_captures(
     let Some(snaplen) = cfg.capture_snaplen else {
         return Ok((None, None));
     };
-    let (ingress_dir, egress_dir) = if cfg.sender_side {
-        (Direction::Acklink, Direction::Datalink)
-    } else {
-        (Direction::Datalink, Direction::Acklink)
-    };
+    let (ingress_dir, egress_dir) = cfg.directions();
     let open = |log: &Option<PathBuf>, direction: Direction, kind: Kind| {
         log.as_ref()
             .map(|log| {
