@@ -12,6 +12,9 @@ need_packages nix-bin
 need_packages chromium
 # The PDF report's text is read back with pdftotext (tests/competition.rs).
 need_packages poppler-utils
+# Captures (`--capture`) are read back with tshark, and a QUIC run's decrypted with its key log
+# after mergecap joins its two directions (tests/schemes.rs, tests/local_experiment.rs).
+need_packages tshark
 # The remote tests run an sshd of their own inside a namespace (`pantheon node bootstrap`);
 # tests/slurm.rs brings up a one-node Slurm cluster of its own (munged, slurmctld, slurmd).
 # Neither package may start the system's service.

@@ -228,6 +228,28 @@ pub fn crossed_packets(data: &Path, scheme: &str) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The packets `tshark -r capture args…` reads (Wireshark's own reader and dissectors, as a
+/// researcher opens the file), one summary line each; panics with tshark's error if it cannot
+/// read the file.
+pub fn tshark(capture: &Path, args: &[&str]) -> Vec<String> {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(capture)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("tshark (apt install tshark): {e}"));
+    assert!(
+        out.status.success(),
+        "tshark -r {}: {}",
+        capture.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The packets of a pcapng file, in order: each Enhanced Packet Block's UID (its
 /// `epb_packetid` option) and captured bytes, read block by block.
 pub fn pcapng_packets(path: &Path) -> Vec<(u64, Vec<u8>)> {
@@ -259,8 +281,8 @@ pub fn pcapng_packets(path: &Path) -> Vec<(u64, Vec<u8>)> {
 }
 
 /// Asserts that the pcapng `capture` holds the packets of the tunnel log `log` — the same UIDs
-/// in the same order — each cut at `snaplen` bytes and starting with an IPv4 header; returns
-/// the UIDs.
+/// in the same order — each cut at `snaplen` bytes and starting with an IPv4 header, and that
+/// `tshark -r` reads as many packets from it; returns the UIDs.
 pub fn captured_as_logged(log: &Path, capture: &Path, snaplen: usize) -> Vec<u64> {
     let uids: Vec<u64> = tunnel::log::read_log(log)
         .unwrap_or_else(|e| panic!("{}: {e}", log.display()))
@@ -283,5 +305,6 @@ pub fn captured_as_logged(log: &Path, capture: &Path, snaplen: usize) -> Vec<u64
             "{what}: packet {uid}"
         );
     }
+    assert_eq!(tshark(capture, &[]).len(), uids.len(), "tshark -r {what}");
     uids
 }

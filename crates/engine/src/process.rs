@@ -148,17 +148,30 @@ fn side_output_file((dir, scheme, run_id, flow, side): SideOutput, what: &str) -
     side_file(&flow_stem(dir, scheme, run_id, flow_id), side, what)
 }
 
-/// [`spawn`] with `SSLKEYLOGFILE` set to the side's [`key_log`] (`--capture`): the QUIC
-/// schemes' programs (quinn's rustls, quiche's BoringSSL) write their TLS secrets there; the
-/// others ignore it.
-pub fn spawn_with_key_log(
+/// A side's qlog: `<dir>/<scheme>_run<N>_flow<i>.<side>.sqlog`, the QUIC endpoint's events
+/// (packets sent, received and lost, congestion window and RTT updates) as qlog JSON-SEQ
+/// (draft-ietf-quic-qlog-main-schema: one JSON record per event after an ASCII RS, `.sqlog`),
+/// the format qvis opens.
+pub fn qlog(out: SideOutput) -> PathBuf {
+    side_output_file(out, "sqlog")
+}
+
+/// The environment variable naming the file a QUIC scheme's program writes its qlog to
+/// ([`qlog`]); ours (schemes/quinn, schemes/quiche, through `pantheon_scheme_wrapper::qlog_writer`)
+/// honour it, as `SSLKEYLOGFILE` for keys.
+pub const QLOG_ENV: &str = "PANTHEON_QLOG";
+
+/// [`spawn`] with `SSLKEYLOGFILE` set to the side's [`key_log`] and [`QLOG_ENV`] to its
+/// [`qlog`] (`--capture`): the QUIC schemes' programs (quinn's rustls, quiche's BoringSSL)
+/// write their TLS secrets and their qlog there; the others ignore both.
+pub fn spawn_with_quic_logs(
     ns: &NetNs,
     argv: &[String],
     out: SideOutput,
 ) -> anyhow::Result<SchemeProcess> {
-    let keys = key_log(out);
+    let (keys, qlog) = (key_log(out), qlog(out));
     spawn_with(ns, argv, out, &|cmd| {
-        cmd.env("SSLKEYLOGFILE", &keys);
+        cmd.env("SSLKEYLOGFILE", &keys).env(QLOG_ENV, &qlog);
     })
 }
 

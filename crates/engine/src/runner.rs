@@ -35,7 +35,7 @@ use tunnel::io::{EndpointConfig, RunningEndpoint};
 use tunnel::log::{LogFormat, Role};
 
 use crate::plan::ExperimentPlan;
-pub use crate::process::{spawn, spawn_with, spawn_with_key_log, SchemeProcess, SideOutput};
+pub use crate::process::{spawn, spawn_with, spawn_with_quic_logs, SchemeProcess, SideOutput};
 pub use crate::record::{RunOutcome, RunRecord, INTERRUPTED, RUNS_FILE};
 use crate::schemes::{flow_stem, FlowWorkload, Scheme, Side};
 use crate::sequence::{
@@ -639,7 +639,7 @@ impl Sides for LocalSides<'_> {
         let out = (self.dir, self.name, self.run_id, usize::from(flow), side);
         let netns = &self.res.namespaces[ns];
         let mut p = if self.key_logs {
-            spawn_with_key_log(netns, &argv, out)?
+            spawn_with_quic_logs(netns, &argv, out)?
         } else {
             spawn_with(netns, &argv, out, &|_| {})?
         };

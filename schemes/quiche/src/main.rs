@@ -14,7 +14,8 @@
 //! and UDP headers), with path-MTU discovery off.
 //!
 //! TLS is real but unauthenticated (a fresh self-signed certificate, not verified): a traffic
-//! generator, not a secure channel.
+//! generator, not a secure channel. With `--capture` the harness names the files for its TLS
+//! secrets (`SSLKEYLOGFILE`) and its qlog (`PANTHEON_QLOG`, JSON-SEQ).
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -106,8 +107,10 @@ fn config(cli: &Cli, cert_dir: Option<&std::path::Path>) -> Result<quiche::Confi
 /// the capture.
 const KEY_LOG: &str = "SSLKEYLOGFILE";
 
-/// Gives `conn` the key log file `SSLKEYLOGFILE` names (appended to), if it names one.
-fn key_log(conn: &mut quiche::Connection) -> Result<()> {
+/// Gives `conn` the key log file `SSLKEYLOGFILE` names (appended to) and the qlog file
+/// `PANTHEON_QLOG` names ([`pantheon_scheme_wrapper::qlog_writer`]), where the environment
+/// names them. Errors name the file that cannot be opened.
+fn quic_logs(conn: &mut quiche::Connection, role: &str) -> Result<()> {
     if let Some(path) = std::env::var_os(KEY_LOG) {
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -115,6 +118,9 @@ fn key_log(conn: &mut quiche::Connection) -> Result<()> {
             .open(&path)
             .with_context(|| format!("{KEY_LOG} {}", path.to_string_lossy()))?;
         conn.set_keylog(Box::new(file));
+    }
+    if let Some(writer) = pantheon_scheme_wrapper::qlog_writer()? {
+        conn.set_qlog(writer, format!("pantheon-quiche {role}"), String::new());
     }
     Ok(())
 }
@@ -149,7 +155,7 @@ fn main() -> Result<()> {
                     from,
                     &mut config,
                 )?;
-                key_log(&mut conn)?;
+                quic_logs(&mut conn, "receiver")?;
                 break (conn, (len, from));
             };
             eprintln!("pantheon-quiche: receiver: connection from {}", first.1);
@@ -167,7 +173,7 @@ fn main() -> Result<()> {
                 server,
                 &mut config,
             )?;
-            key_log(&mut conn)?;
+            quic_logs(&mut conn, "sender")?;
             eprintln!("pantheon-quiche: sender: connecting to {server}");
             drive(conn, socket, Role::Sender, None, cli.stats)
         }

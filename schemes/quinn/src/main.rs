@@ -38,6 +38,10 @@
 //! The controllers, transport settings and TLS configuration are `sim::quic`'s: the
 //! simulator (`pantheon run sim`) runs the same quinn-proto connection with the same settings
 //! on its virtual clock.
+//!
+//! With `--capture`, the harness names two files in the environment: `SSLKEYLOGFILE` (the TLS
+//! secrets, NSS key log lines) and `PANTHEON_QLOG` (the connection's qlog, JSON-SEQ: quinn-proto's
+//! packet sent/received/lost and recovery-metrics events, the format qvis opens).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -49,7 +53,9 @@ use indigo_controller::models::Trained;
 use pantheon_scheme_wrapper::transfers::{serve, Transport, WorkloadArgs};
 use pantheon_scheme_wrapper::{Recorder, Side};
 use quinn::Endpoint;
-use sim::quic::{client_config, server_config, Controller, Factory, Settings, SERVER_NAME};
+use sim::quic::{
+    client_config, server_config, transport_config, Controller, Factory, Settings, SERVER_NAME,
+};
 
 /// Command line, in Pantheon's wrapper shape.
 #[derive(Parser)]
@@ -141,8 +147,31 @@ async fn main() -> Result<()> {
     }
 }
 
+/// The transport settings of `cc` and `settings` with a qlog stream into the file
+/// `PANTHEON_QLOG` names ([`pantheon_scheme_wrapper::qlog_writer`]); `None` when it names none.
+/// Errors if the file cannot be created.
+fn qlogged(
+    cc: Factory,
+    settings: Settings,
+    side: &str,
+) -> Result<Option<Arc<quinn::TransportConfig>>> {
+    let Some(writer) = pantheon_scheme_wrapper::qlog_writer()? else {
+        return Ok(None);
+    };
+    let mut qlog = quinn::QlogConfig::default();
+    qlog.writer(writer)
+        .title(Some(format!("pantheon-quinn {side}")));
+    let mut transport = transport_config(cc, settings);
+    transport.qlog_stream(qlog.into_stream());
+    Ok(Some(Arc::new(transport)))
+}
+
 async fn receive(cli: &Cli, port: u16) -> Result<()> {
-    let config = server_config(cli.factory()?, cli.settings())?;
+    let cc = cli.factory()?;
+    let mut config = server_config(cc.clone(), cli.settings())?;
+    if let Some(t) = qlogged(cc, cli.settings(), "receiver")? {
+        config.transport_config(t);
+    }
     let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
     let endpoint = Endpoint::server(config, addr).with_context(|| format!("binding {addr}"))?;
     eprintln!("pantheon-quinn: receiver listening on {addr}");
@@ -197,7 +226,11 @@ async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
     // The workload's clock starts before the handshake (arrivals due while connecting start
     // once connected), so that what the sender starts is what the schedule drew for the run.
     let workload = cli.workload.sender()?;
-    let config = client_config(cli.factory()?, cli.settings())?;
+    let cc = cli.factory()?;
+    let mut config = client_config(cc.clone(), cli.settings())?;
+    if let Some(t) = qlogged(cc, cli.settings(), "sender")? {
+        config.transport_config(t);
+    }
     let mut endpoint = Endpoint::client(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))?;
     endpoint.set_default_client_config(config);
     // The receiver may still be starting: retry the handshake for a while, as Pantheon's

@@ -23,6 +23,28 @@ pub enum Side {
     },
 }
 
+/// The environment variable naming the file a QUIC side writes its qlog to: `pantheon run
+/// --capture` sets it (`pantheon_engine::process::QLOG_ENV`), beside `SSLKEYLOGFILE`.
+pub const QLOG_ENV: &str = "PANTHEON_QLOG";
+
+/// The qlog file [`QLOG_ENV`] names, created, as the writer a QUIC library's qlog streamer
+/// takes; `None` when the environment names none. Each JSON-SEQ record reaches the file whole
+/// when its line ends — serde_json writes a record in pieces, which a 64-KiB line buffer keeps
+/// together — so that a side killed at the run's end leaves whole records. Errors name the
+/// file that cannot be created.
+pub fn qlog_writer() -> anyhow::Result<Option<Box<dyn std::io::Write + Send + Sync>>> {
+    use anyhow::Context;
+    let Some(path) = std::env::var_os(QLOG_ENV) else {
+        return Ok(None);
+    };
+    let file = std::fs::File::create(&path)
+        .with_context(|| format!("{QLOG_ENV} {}", path.to_string_lossy()))?;
+    Ok(Some(Box::new(std::io::LineWriter::with_capacity(
+        1 << 16,
+        file,
+    ))))
+}
+
 /// Fills `buf` with bytes from `/dev/urandom`, or a xorshift sequence if it cannot be read:
 /// payloads only need to be incompressible, not secret (Pantheon fed its senders
 /// `os.urandom`).

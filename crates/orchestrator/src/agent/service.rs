@@ -274,7 +274,7 @@ impl Inner {
         );
         let netns = &hosted.res.namespaces[ns];
         let p = if hosted.captured.contains(&flow) {
-            runner::spawn_with_key_log(netns, &argv, out)
+            runner::spawn_with_quic_logs(netns, &argv, out)
         } else {
             runner::spawn_with(netns, &argv, out, &|_| {})
         }
