@@ -363,8 +363,8 @@ fn a_sweep_runs_in_simulated_time() {
     let file = dir.0.join("s.toml");
     std::fs::write(
         &file,
-        "name = \"simsweep\"\nruntime = 3\nsimulate = true\n[environments]\nrate_mbps = [12, \
-         24]\nrtt_ms = [20]\nbuffer_bdp = [1]\n[mixes]\nlist = [\"quic quic_bbr\"]\nsolo = \
+        "name = \"simsweep\"\nruntime = 3\nruns = 3\nsimulate = true\n[environments]\nrate_mbps \
+         = [12, 24]\nrtt_ms = [20]\nbuffer_bdp = [1]\n[mixes]\nlist = [\"quic quic_bbr\"]\nsolo = \
          false\n",
     )
     .unwrap();
@@ -378,8 +378,32 @@ fn a_sweep_runs_in_simulated_time() {
         "2",
     ]);
     let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
-    // Two environments × one mix of two flows.
-    assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
+    // Two environments × one mix of two flows × three runs.
+    assert_eq!(csv.lines().count(), 1 + 12, "{csv}");
+    // Issue 54: sweep_means.csv gives each (environment, flow) its mean over the three runs
+    // with the half-width of its 95 % interval, as computed here from sweep.csv's rows.
+    let means = std::fs::read_to_string(out.join("sweep_means.csv")).unwrap();
+    assert_eq!(means.lines().count(), 1 + 4, "{means}");
+    let (rows, mean_rows) = (csv_rows(&csv), csv_rows(&means));
+    for m in &mean_rows {
+        let tputs: Vec<f64> = rows
+            .iter()
+            .filter(|r| r["env"] == m["env"] && r["flow"] == m["flow"])
+            .map(|r| r["tput_mbps"].parse().unwrap())
+            .collect();
+        assert_eq!((m["runs"].as_str(), tputs.len()), ("3", 3), "{means}");
+        let mean = tputs.iter().sum::<f64>() / 3.0;
+        let sd = (tputs.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+        let half = 4.302_652_7 * sd / 3f64.sqrt(); // Student's t, 0.975, 2 degrees of freedom
+        let got = |c: &str| m[c].parse::<f64>().unwrap();
+        assert!((got("tput_mbps") - mean).abs() < 1e-6, "{means}");
+        assert!((got("tput_mbps_ci95") - half).abs() < 1e-6, "{means}");
+    }
+    let summary = std::fs::read_to_string(out.join("sweep_summary.md")).unwrap();
+    assert!(
+        summary.contains("## Means over the runs of each point"),
+        "{summary}"
+    );
     let point = out.join("points").join("p0001").join("results");
     assert_eq!(
         read_json(&point.join("pantheon_metadata.json"))["simulated"],
@@ -403,6 +427,18 @@ fn a_sweep_runs_in_simulated_time() {
         text.contains("cubic cannot run in simulated time"),
         "{text}"
     );
+}
+
+/// The rows of a CSV file without quoted fields, each a map from column to cell.
+fn csv_rows(csv: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    lines
+        .map(|l| {
+            let cells = l.split(',').map(str::to_owned);
+            header.iter().map(|h| h.to_string()).zip(cells).collect()
+        })
+        .collect()
 }
 
 /// `pantheon analyze --stats-only` (issue 53) writes the figures — each run's stats log,

@@ -161,8 +161,9 @@ macro_rules! to_file {
 
 /// Draws Pantheon's summary scatter to an SVG or PNG file (by extension): x = 95th-percentile one-way delay on a
 /// log scale, **inverted** (better = right), y = average throughput. With `mean`, one point
-/// per scheme (mean of its runs' delays and throughputs), annotated with the scheme's label and
-/// surrounded by the 1-σ ellipse of its runs ([`sigma_ellipse`]).
+/// per scheme (mean of its runs' delays and throughputs), annotated with the scheme's label,
+/// surrounded by the 1-σ ellipse of its runs ([`sigma_ellipse`]) and crossed by the bars of
+/// its mean's 95 % confidence interval on each axis ([`mean_interval_bars`]; 3 runs or more).
 pub fn summary_plot(
     path: &Path,
     title: &str,
@@ -222,6 +223,19 @@ fn draw_summary<DB: DrawingBackend>(
                     .draw_series(std::iter::once(PathElement::new(
                         ring,
                         color.stroke_width(1),
+                    )))
+                    .map_err(|e| err(e.to_string()))?;
+            }
+            // The 95 % confidence interval of the mean, a bar along each axis.
+            for bar in mean_interval_bars(&s.runs).into_iter().flatten() {
+                let bar: Vec<(f64, f64)> = bar
+                    .iter()
+                    .map(|p| (-p.0.max(1e-3).log10(), p.1.max(0.0)))
+                    .collect();
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        bar,
+                        color.stroke_width(2),
                     )))
                     .map_err(|e| err(e.to_string()))?;
             }
@@ -1130,6 +1144,23 @@ fn centroid(points: &[(f64, f64)]) -> (f64, f64) {
     )
 }
 
+/// The two bars of the 95 % confidence interval of a scheme's mean point (issue 54): the
+/// horizontal one spans the mean p95 delay ± its interval's half-width at the mean throughput,
+/// the vertical one the mean throughput ± its half-width at the mean delay (Student's t over the
+/// runs, [`crate::compare::mean_interval`]), each as its two (delay ms, throughput Mbit/s)
+/// ends. `None` for fewer than [`crate::compare::MIN_INTERVAL_RUNS`] runs.
+pub fn mean_interval_bars(runs: &[(f64, f64)]) -> Option<[[(f64, f64); 2]; 2]> {
+    let of = |f: fn(&(f64, f64)) -> f64| {
+        crate::compare::mean_interval(&runs.iter().map(f).collect::<Vec<_>>())
+    };
+    let (delay, tput) = (of(|p| p.0)?, of(|p| p.1)?);
+    let (hd, ht) = (delay.half_width?, tput.half_width?);
+    Some([
+        [(delay.mean - hd, tput.mean), (delay.mean + hd, tput.mean)],
+        [(delay.mean, tput.mean - ht), (delay.mean, tput.mean + ht)],
+    ])
+}
+
 /// The 1-σ ellipse of a scheme's runs, as the Pantheon paper's figures
 /// (`ellipsemaker`): centred at the mean of the (delay, throughput) points, semi-axes the
 /// square roots of the eigenvalues of their sample covariance, along its eigenvectors;
@@ -1446,6 +1477,22 @@ mod tests {
         let svg = std::fs::read_to_string(&conv).unwrap();
         assert!(svg.contains("best so far") && svg.contains("poisson"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn mean_interval_bars_span_each_mean_s_interval() {
+        // Delays 10, 20, 30 ms: mean 20, SD 10, t(0.975, 2) = 4.3027 → half-width 24.84 ms;
+        // throughputs 4, 5, 6: mean 5, SD 1 → 2.484 Mbit/s.
+        let runs = [(10.0, 4.0), (20.0, 5.0), (30.0, 6.0)];
+        let [h, v] = mean_interval_bars(&runs).unwrap();
+        let hd = 4.302_652_7 * 10.0 / 3f64.sqrt();
+        assert!((h[0].0 - (20.0 - hd)).abs() < 1e-4 && (h[1].0 - (20.0 + hd)).abs() < 1e-4);
+        assert_eq!((h[0].1, h[1].1), (5.0, 5.0));
+        assert!(
+            (v[0].1 - (5.0 - hd / 10.0)).abs() < 1e-5 && (v[1].1 - (5.0 + hd / 10.0)).abs() < 1e-5
+        );
+        assert_eq!((v[0].0, v[1].0), (20.0, 20.0));
+        assert!(mean_interval_bars(&runs[..2]).is_none());
     }
 
     #[test]

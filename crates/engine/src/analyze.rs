@@ -990,6 +990,43 @@ fn competition_markdown(md: &mut String, results: &Results, registry: &Registry)
     }
 }
 
+/// The files of run `run_id` of `scheme` in `dir` that a researcher opens to look inside it
+/// (issue 54), sorted by name: `--capture`'s pcapng (`<scheme>_{datalink,acklink}_run<N>_flow<i>.*.pcapng`),
+/// key logs and qlogs (`<scheme>_run<N>_flow<i>.<side>.{keys,sqlog}`) and the time series'
+/// Parquet files (`<scheme>_datalink_{throughput,delay}_run<N>.parquet`). Another scheme whose
+/// name starts with this one's (`quic` and `quic_bbr2`) is not matched.
+fn files_to_look_inside(dir: &Path, scheme: &str, run_id: u32) -> Vec<String> {
+    let flows = [
+        format!("run{run_id}_flow"),
+        format!("datalink_run{run_id}_flow"),
+        format!("acklink_run{run_id}_flow"),
+    ];
+    let series = [
+        format!("datalink_throughput_run{run_id}.parquet"),
+        format!("datalink_delay_run{run_id}.parquet"),
+    ];
+    let ours = |name: &str| {
+        let Some(rest) = name.strip_prefix(scheme).and_then(|r| r.strip_prefix('_')) else {
+            return false;
+        };
+        let flow_file = flows.iter().any(|f| {
+            rest.strip_prefix(f.as_str())
+                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        }) && [".pcapng", ".keys", ".sqlog"]
+            .iter()
+            .any(|e| rest.ends_with(e));
+        flow_file || series.iter().any(|s| rest == s)
+    };
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| ours(n))
+        .collect();
+    names.sort();
+    names
+}
+
 /// `pantheon_summary.svg` and `pantheon_summary_mean.svg` (as Pantheon) and PNGs of both
 /// (for the PDF report): 95th-percentile delay against throughput of the valid runs, titled
 /// as Pantheon titles them.
@@ -1182,6 +1219,7 @@ fn write_report(
                 .unwrap_or_default(),
                 throughput_png: file("throughput"),
                 delay_png: file("delay"),
+                files: files_to_look_inside(dir, scheme, r.run_id),
                 competition: r.competition.as_ref().map(|c| {
                     let (header, rows, notes) = c.table(registry);
                     analyzer::document::CompetitionSection {
@@ -1405,6 +1443,33 @@ fn write_stats_log(dir: &Path, scheme: &str, r: &RunResult) -> anyhow::Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_s_files_to_look_inside_are_its_own() {
+        let dir = std::env::temp_dir().join(format!("look-inside-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ours = [
+            "quic_acklink_run1_flow1.ingress.pcapng",
+            "quic_datalink_delay_run1.parquet",
+            "quic_datalink_run1_flow2.egress.pcapng",
+            "quic_datalink_throughput_run1.parquet",
+            "quic_run1_flow1.sender.keys",
+            "quic_run1_flow1.sender.sqlog",
+        ];
+        let others = [
+            "quic_bbr2_run1_flow1.sender.keys", // another scheme
+            "quic_run12_flow1.sender.keys",     // another run
+            "quic_run1_flow1.sender.out",       // not to look inside
+            "quic_datalink_run1_flow1.egress.ptlog",
+            "quic_datalink_delay_run12.parquet",
+        ];
+        for f in ours.iter().chain(&others) {
+            std::fs::write(dir.join(f), b"").unwrap();
+        }
+        let found = files_to_look_inside(&dir, "quic", 1);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(found, ours);
+    }
 
     #[test]
     fn a_bleached_flow_is_flagged_and_a_clean_one_is_not() {

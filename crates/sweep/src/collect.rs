@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use analyzer::compare::{mean_interval, MeanInterval};
 use analyzer::competition::{harm, throughput_ratio, Better};
 use analyzer::perf::{Perf, RunPerf, TransferCounts};
 
@@ -375,6 +376,61 @@ pub fn alone(rows: &[Row]) -> Vec<(String, Vec<Alone>)> {
         .collect()
 }
 
+/// One flow of one (environment, mix) point over its runs (issue 54: a sweep that repeats a
+/// point, `runs = N`, gives each figure's 95 % confidence interval, not one run's number).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeanRow {
+    /// The environment's label.
+    pub env: String,
+    /// The mix (`--mix` form).
+    pub mix: String,
+    /// What the mix is to the sweep.
+    pub kind: RowKind,
+    /// The flow (from 1).
+    pub flow: u32,
+    /// Its scheme.
+    pub scheme: String,
+    /// Runs of the point with a row for this flow.
+    pub runs: usize,
+    /// Throughput over the flow's active interval, Mbit/s.
+    pub tput_mbps: Option<MeanInterval>,
+    /// 95th-percentile one-way delay, ms.
+    pub p95_delay_ms: Option<MeanInterval>,
+    /// Loss rate, 0–1.
+    pub loss: Option<MeanInterval>,
+    /// Throughput ratio against the scheme alone (pairs).
+    pub tput_ratio: Option<MeanInterval>,
+}
+
+/// Per (environment, mix, flow), in order of first appearance, the means over the runs of the
+/// flow's throughput, p95 one-way delay, loss and throughput ratio, each with its 95 %
+/// confidence interval (Student's t, [`analyzer::compare::mean_interval`]; none under 3 runs).
+pub fn means(rows: &[Row]) -> Vec<MeanRow> {
+    let mut by: Vec<((&str, &str, u32), Vec<&Row>)> = Vec::new();
+    for r in rows {
+        group(&mut by, (r.env.as_str(), r.mix.as_str(), r.flow)).push(r);
+    }
+    by.into_iter()
+        .map(|((env, mix, flow), runs)| {
+            let of = |get: fn(&Row) -> Option<f64>| {
+                mean_interval(&runs.iter().filter_map(|r| get(r)).collect::<Vec<_>>())
+            };
+            MeanRow {
+                env: env.to_owned(),
+                mix: mix.to_owned(),
+                kind: runs[0].kind,
+                flow,
+                scheme: runs[0].scheme.clone(),
+                runs: runs.len(),
+                tput_mbps: of(|r| r.tput_mbps),
+                p95_delay_ms: of(|r| r.p95_delay_ms),
+                loss: of(|r| r.loss),
+                tput_ratio: of(|r| r.tput_ratio),
+            }
+        })
+        .collect()
+}
+
 /// The value of `key` in `groups` (kept in order of first appearance), added empty if new.
 pub(crate) fn group<K: PartialEq, V: Default>(groups: &mut Vec<(K, V)>, key: K) -> &mut V {
     let i = match groups.iter().position(|(k, _)| *k == key) {
@@ -469,6 +525,30 @@ mod tests {
             jain: Some(0.5),
             ..Row::default()
         }
+    }
+
+    #[test]
+    fn means_give_each_flow_of_a_point_its_interval_over_the_runs() {
+        // Three runs of env a's cubic: 8, 9, 10 Mbit/s → mean 9, SD 1, t(0.975, 2) = 4.3027 →
+        // ± 2.484; two runs of env b's: a mean without an interval.
+        let rows = [
+            row("a", "solo", "cubic", 1, "cubic", 8.0),
+            row("b", "solo", "cubic", 1, "cubic", 5.0),
+            row("a", "solo", "cubic", 1, "cubic", 9.0),
+            row("a", "solo", "cubic", 1, "cubic", 10.0),
+            row("b", "solo", "cubic", 1, "cubic", 7.0),
+        ];
+        let m = means(&rows);
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].env.as_str(), m[0].runs, m[0].flow), ("a", 3, 1));
+        let t = m[0].tput_mbps.unwrap();
+        assert_eq!(t.mean, 9.0);
+        assert!((t.half_width.unwrap() - 4.302_652_7 / 3f64.sqrt()).abs() < 1e-6);
+        // Equal delays: a zero-width interval; no ratio in a solo point.
+        assert_eq!(m[0].p95_delay_ms.unwrap().half_width, Some(0.0));
+        assert_eq!(m[0].tput_ratio, None);
+        assert_eq!(m[1].tput_mbps.unwrap().mean, 6.0);
+        assert_eq!(m[1].tput_mbps.unwrap().half_width, None);
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //!
 //! - `sweep.csv` and `sweep.parquet`: the tidy table ([`crate::collect::Row`], one row per
 //!   environment × mix × run × flow);
+//! - `sweep_means.csv` and `sweep_means.parquet`: per environment × mix × flow, the means over
+//!   the point's runs with their 95 % confidence intervals ([`crate::collect::means`]);
 //! - `sweep_ratio_cdf.png`: per (primary, contender), the CDF over environments of the
 //!   primary's throughput ratio (PCC Proteus paper, Fig. 10);
 //! - `sweep_heatmap_<mix>.png`: per mix, the heatmap's value over its two axes;
@@ -17,10 +19,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use analyzer::compare::MeanInterval;
 use analyzer::report::{cdf_plot, heatmap_plot, summary_plot, CdfSeries, SchemePoints};
 use analyzer::table::{self, Values};
 
-use crate::collect::{alone, grid, group, pairs, PairSummary, Row, UNHARMED_RATIO};
+use crate::collect::{alone, grid, group, means, pairs, MeanRow, PairSummary, Row, UNHARMED_RATIO};
 use crate::exec::Status;
 use crate::plan::SweepPlan;
 
@@ -73,6 +76,73 @@ fn columns(rows: &[Row]) -> Vec<(&'static str, Values)> {
     ]
 }
 
+/// The columns of `sweep_means.*`: per figure its mean and the half-width of its 95 %
+/// confidence interval (`<figure>_ci95`, empty under 3 runs).
+fn mean_columns(rows: &[MeanRow]) -> Vec<(&'static str, Values)> {
+    let s = |get: fn(&MeanRow) -> String| Values::Str(rows.iter().map(|r| Some(get(r))).collect());
+    let u = |get: fn(&MeanRow) -> u32| Values::U32(rows.iter().map(get).collect());
+    let mean = |get: fn(&MeanRow) -> Option<MeanInterval>| {
+        Values::F64(rows.iter().map(|r| get(r).map(|m| m.mean)).collect())
+    };
+    let ci = |get: fn(&MeanRow) -> Option<MeanInterval>| {
+        Values::F64(
+            rows.iter()
+                .map(|r| get(r).and_then(|m| m.half_width))
+                .collect(),
+        )
+    };
+    vec![
+        ("env", s(|r| r.env.clone())),
+        ("mix", s(|r| r.mix.clone())),
+        ("kind", s(|r| r.kind.name().to_owned())),
+        ("flow", u(|r| r.flow)),
+        ("scheme", s(|r| r.scheme.clone())),
+        ("runs", u(|r| u32::try_from(r.runs).unwrap_or(u32::MAX))),
+        ("tput_mbps", mean(|r| r.tput_mbps)),
+        ("tput_mbps_ci95", ci(|r| r.tput_mbps)),
+        ("p95_delay_ms", mean(|r| r.p95_delay_ms)),
+        ("p95_delay_ms_ci95", ci(|r| r.p95_delay_ms)),
+        ("loss", mean(|r| r.loss)),
+        ("loss_ci95", ci(|r| r.loss)),
+        ("tput_ratio", mean(|r| r.tput_ratio)),
+        ("tput_ratio_ci95", ci(|r| r.tput_ratio)),
+    ]
+}
+
+/// The summary's table of the means over runs, in Markdown (`value ± half-width`).
+fn means_table(rows: &[MeanRow], style: Style) -> String {
+    let mut s = String::from(
+        "| environment | mix | flow | scheme | runs | tput (Mbit/s) | p95 delay (ms) | loss (%) \
+         | tput ratio |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let cell = |v: Option<MeanInterval>, scale: f64, decimals: usize| {
+        v.map_or("—".to_owned(), |m| {
+            let scaled = MeanInterval {
+                mean: m.mean * scale,
+                half_width: m.half_width.map(|h| h * scale),
+                runs: m.runs,
+            };
+            scaled.display(decimals)
+        })
+    };
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.env,
+            r.mix,
+            r.flow,
+            style(&r.scheme).0,
+            r.runs,
+            cell(r.tput_mbps, 1.0, 2),
+            cell(r.p95_delay_ms, 1.0, 1),
+            cell(r.loss, 100.0, 3),
+            cell(r.tput_ratio, 1.0, 3),
+        );
+    }
+    s
+}
+
 /// The summary's table of pairs, in Markdown.
 pub fn pairs_table(pairs: &[PairSummary], style: Style) -> String {
     let mut s = format!(
@@ -112,6 +182,12 @@ pub fn write(
         &dir.join("sweep.csv"),
         &dir.join("sweep.parquet"),
     )?;
+    let means = means(rows);
+    table::write(
+        mean_columns(&means),
+        &dir.join("sweep_means.csv"),
+        &dir.join("sweep_means.parquet"),
+    )?;
     let mut md = format!("# Sweep {}\n\n{}.\n\n", plan.file.name, status.line());
     if !status.failed.is_empty() {
         let ids: Vec<String> = status.failed.iter().map(|i| format!("p{i:04}")).collect();
@@ -126,6 +202,15 @@ pub fn write(
         "{} rows in `sweep.csv` and `sweep.parquet`: one per environment × mix × run × flow.\n",
         rows.len()
     );
+    if means.iter().any(|m| m.runs > 1) {
+        md.push_str("## Means over the runs of each point\n\n");
+        md.push_str(&means_table(&means, style));
+        let _ = writeln!(
+            md,
+            "\n{} The same in `sweep_means.csv` and `sweep_means.parquet`.\n",
+            analyzer::compare::INTERVAL_NOTE
+        );
+    }
     let pairs = pairs(rows);
     let mut problems = Vec::new();
     if !pairs.is_empty() {

@@ -102,6 +102,19 @@ pub fn html(r: &Report) -> String {
         if let Some(c) = &run.competition {
             competition_section(w, run.run_id, &label, c, &img(&c.plot_png, PLOT_ALT));
         }
+        if !run.files.is_empty() {
+            let links: Vec<String> = run
+                .files
+                .iter()
+                .map(|f| format!("<li><a href=\"{0}\">{0}</a></li>", escape(f)))
+                .collect();
+            let _ = writeln!(
+                w,
+                "<section><h3>Run {}: files to look inside — {label}</h3><ul>{}</ul></section>",
+                run.run_id,
+                links.concat()
+            );
+        }
     }
     let _ = writeln!(w, "</body></html>");
     h
@@ -241,6 +254,7 @@ pub(crate) mod tests {
                 throughput_png: Some(vec![0x89, b'P', b'N', b'G']),
                 delay_png: None,
                 competition: None,
+                files: vec!["cubic_datalink_run1_flow1.egress.pcapng".into()],
             }],
             summary_pngs: Vec::new(),
             sections: Vec::new(),
@@ -271,6 +285,17 @@ pub(crate) mod tests {
         r.runs[0].throughput_png = None;
         let pdf = crate::document::pdf(&r).unwrap();
         assert!(pdf.starts_with(b"%PDF"));
+    }
+
+    #[test]
+    fn a_run_s_files_are_linked_beside_the_report() {
+        let h = html(&sample());
+        let want = "<li><a href=\"cubic_datalink_run1_flow1.egress.pcapng\">\
+                    cubic_datalink_run1_flow1.egress.pcapng</a></li>";
+        assert!(h.contains(want), "missing {want:?} in\n{h}");
+        let mut r = sample();
+        r.runs[0].files.clear();
+        assert!(!html(&r).contains("files to look inside"));
     }
 
     #[test]
@@ -322,7 +347,12 @@ pub(crate) mod tests {
         assert!(!h.contains("Competition"));
         assert!(!h.contains("NTP offsets"));
         assert!(!h.contains("<?xml"));
-        // Nothing outside the file.
-        assert!(!h.contains("src=\"http") && !h.contains("href="));
+        // Nothing loaded from outside the file; links only to files beside it (a run's files
+        // to look inside).
+        assert!(!h.contains("src=\"http"));
+        for link in h.split("href=\"").skip(1) {
+            let target = &link[..link.find('"').unwrap()];
+            assert!(!target.contains(['/', ':']), "{target}");
+        }
     }
 }

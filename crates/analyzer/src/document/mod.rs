@@ -53,6 +53,10 @@ pub struct RunSection {
     pub delay_png: Option<Vec<u8>>,
     /// A mixed run's competition table and plot.
     pub competition: Option<CompetitionSection>,
+    /// The run's files to look inside, by name in the results directory (`--capture`'s pcapng,
+    /// TLS key logs and qlogs, the time series' Parquet files): the HTML report links them, the
+    /// PDF names them.
+    pub files: Vec<String>,
 }
 
 /// A mixed run's competition: one row per flow (scheme, start, throughput, delay, loss, …),

@@ -205,6 +205,18 @@ pub fn pdf(r: &Report) -> Result<Vec<u8>, String> {
         if let Some(c) = &run.competition {
             competition_page(&mut w, run, c)?;
         }
+        if !run.files.is_empty() {
+            w.text(
+                &format!(
+                    "Run {}: files to look inside, beside this report",
+                    run.run_id
+                ),
+                10.0,
+            );
+            for f in &run.files {
+                w.text(f, 8.5);
+            }
+        }
     }
     w.doc.save_to_bytes().map_err(|e| e.to_string())
 }
