@@ -196,7 +196,8 @@ fn all_gives_every_runnable_scheme_a_report_row() {
 /// Issue 54: with `--capture --snaplen 1500`, a QUIC scheme's sides leave a qlog (JSON-SEQ:
 /// an RS before each JSON record, the first the file's header) and a key log with which tshark
 /// decrypts the STREAM frames of the sender's two directions merged into one capture — and
-/// without which it decrypts none. One scheme over quinn (quic), one over quiche (quic_bbr2).
+/// without which it decrypts none. One scheme over quinn (quic), one over quiche (quic_bbr2),
+/// one over tquic (quic_bbr3: key log and qlog directory from its descriptor's `capture_args`).
 #[test]
 fn quic_captures_decrypt_with_their_key_logs_and_qlogs_parse() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -206,7 +207,7 @@ fn quic_captures_decrypt_with_their_key_logs_and_qlogs_parse() {
         "run",
         "local",
         "--schemes",
-        "quic quic_bbr2",
+        "quic quic_bbr2 quic_bbr3",
         "--runtime",
         "3",
         "--capture",
@@ -215,7 +216,9 @@ fn quic_captures_decrypt_with_their_key_logs_and_qlogs_parse() {
         "--data-dir",
         d.to_str().unwrap(),
     ]);
-    for name in ["quic", "quic_bbr2"] {
+    for name in ["quic", "quic_bbr2", "quic_bbr3"] {
+        let qlog_dir = d.join(format!("{name}_run1_flow1.sender.qlog.d"));
+        assert!(!qlog_dir.exists(), "{}: left behind", qlog_dir.display());
         for side in ["sender", "receiver"] {
             let file = d.join(format!("{name}_run1_flow1.{side}.sqlog"));
             let sent = qlog_packets_sent(&file);
@@ -247,7 +250,8 @@ fn quic_captures_decrypt_with_their_key_logs_and_qlogs_parse() {
 
 /// The `packet_sent` events of a qlog JSON-SEQ file, after checking that every record parses
 /// as JSON and that the first is a qlog header naming JSON-SEQ (qlog 0.3, as quinn writes, or
-/// the later drafts' `serialization_format`, as quiche does).
+/// the later drafts' `serialization_format`, as quiche does; tquic writes qlog 0.4's
+/// `qlog_format`).
 fn qlog_packets_sent(file: &std::path::Path) -> usize {
     let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     assert!(text.starts_with('\x1e'), "{}: not JSON-SEQ", file.display());

@@ -28,6 +28,9 @@ pub struct SchemeProcess {
     /// For a side in a guest (QEMU), the guest's job directory, where it records its
     /// command's exit status (QEMU itself exits 0 at power-off whatever the command did).
     pub(crate) guest_job: Option<PathBuf>,
+    /// A program that names its qlog itself writes it into this directory ([`qlog_dir`]);
+    /// when the side ends, its one file becomes the side's [`qlog`] (the second path).
+    qlog_dir: Option<(PathBuf, PathBuf)>,
 }
 
 impl SchemeProcess {
@@ -95,7 +98,25 @@ impl SchemeProcess {
         // The group may hold grandchildren even after the leader exited.
         netns::kill_group(pgid, libc::SIGKILL);
         let _ = self.child.wait();
+        if let Some((dir, qlog)) = self.qlog_dir.take() {
+            collect_qlog(&dir, &qlog);
+        }
     }
+}
+
+/// Moves the one file a side left in its qlog directory `dir` to `qlog` and removes the
+/// directory; with several files (several connections), the directory stays as it is, its
+/// files named by the program.
+fn collect_qlog(dir: &Path, qlog: &Path) {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect())
+        .unwrap_or_default();
+    if let [one] = files.as_slice() {
+        if std::fs::rename(one, qlog).is_err() {
+            return;
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 impl Drop for SchemeProcess {
@@ -156,6 +177,14 @@ pub fn qlog(out: SideOutput) -> PathBuf {
     side_output_file(out, "sqlog")
 }
 
+/// A side's qlog directory, `<dir>/<scheme>_run<N>_flow<i>.<side>.qlog.d`: for a program that
+/// names its qlog file itself (tquic's `--qlog-dir`, `{qlog_dir}` in a descriptor's
+/// `capture_args`); [`spawn_with_quic_logs`] creates it, and the one file found there when the
+/// side ends becomes the side's [`qlog`].
+pub fn qlog_dir(out: SideOutput) -> PathBuf {
+    side_output_file(out, "qlog.d")
+}
+
 /// The environment variable naming the file a QUIC scheme's program writes its qlog to
 /// ([`qlog`]); ours (schemes/quinn, schemes/quiche, through `pantheon_scheme_wrapper::qlog_writer`)
 /// honour it, as `SSLKEYLOGFILE` for keys.
@@ -163,16 +192,24 @@ pub const QLOG_ENV: &str = "PANTHEON_QLOG";
 
 /// [`spawn`] with `SSLKEYLOGFILE` set to the side's [`key_log`] and [`QLOG_ENV`] to its
 /// [`qlog`] (`--capture`): the QUIC schemes' programs (quinn's rustls, quiche's BoringSSL)
-/// write their TLS secrets and their qlog there; the others ignore both.
+/// write their TLS secrets and their qlog there; the others ignore both. `argv` ends with the
+/// scheme's `capture_args` (`Scheme::capture_args`): when they name the side's [`qlog_dir`],
+/// it is created first and collected when the side ends.
 pub fn spawn_with_quic_logs(
     ns: &NetNs,
     argv: &[String],
     out: SideOutput,
 ) -> anyhow::Result<SchemeProcess> {
-    let (keys, qlog) = (key_log(out), qlog(out));
-    spawn_with(ns, argv, out, &|cmd| {
+    let (keys, qlog, dir) = (key_log(out), qlog(out), qlog_dir(out));
+    let names_dir = argv.iter().any(|a| Path::new(a) == dir);
+    if names_dir {
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    let mut p = spawn_with(ns, argv, out, &|cmd| {
         cmd.env("SSLKEYLOGFILE", &keys).env(QLOG_ENV, &qlog);
-    })
+    })?;
+    p.qlog_dir = names_dir.then_some((dir, qlog));
+    Ok(p)
 }
 
 /// [`spawn`], with `configure` applied to the command before it starts (a guest's QEMU: a
@@ -206,5 +243,34 @@ pub fn spawn_with(
         may_finish: false,
         finished: false,
         guest_job: None,
+        qlog_dir: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_qlog_directory_s_one_file_becomes_the_side_s_qlog() {
+        let base = std::env::temp_dir().join(format!("qlog-dir-{}", std::process::id()));
+        let out = (base.as_path(), "quic_bbr3", 2, 1, Side::Sender);
+        let (dir, qlog) = (qlog_dir(out), qlog(out));
+        assert!(dir.ends_with("quic_bbr3_run2_flow1.sender.qlog.d"));
+        assert!(qlog.ends_with("quic_bbr3_run2_flow1.sender.sqlog"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("SERVER-1a2b.qlog"), "\u{1e}{}\n").unwrap();
+        collect_qlog(&dir, &qlog);
+        assert_eq!(std::fs::read_to_string(&qlog).unwrap(), "\u{1e}{}\n");
+        assert!(!dir.exists());
+        // Two connections' files: the directory stays, nothing is overwritten.
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in ["a.qlog", "b.qlog"] {
+            std::fs::write(dir.join(f), "x").unwrap();
+        }
+        collect_qlog(&dir, &qlog);
+        assert!(dir.join("a.qlog").exists() && dir.join("b.qlog").exists());
+        assert_eq!(std::fs::read_to_string(&qlog).unwrap(), "\u{1e}{}\n");
+        let _ = std::fs::remove_dir_all(&base);
+    }
 }

@@ -83,6 +83,15 @@ pub enum CargoDependency {
 pub struct SideCommand {
     /// argv, with `{port}` and `{ip}` substituted; run directly, not through a shell.
     pub command: Vec<String>,
+    /// With `--capture`: arguments appended to the side's command (its workload command's
+    /// too) for a QUIC program that takes its TLS key log and qlog on its command line rather
+    /// than from `SSLKEYLOGFILE` and `PANTHEON_QLOG`: `{keys}` is the side's key log file,
+    /// `{qlog}` its qlog file, `{qlog_dir}` a directory for a program that names its qlog
+    /// itself (the one file it leaves there becomes the side's `.sqlog` when the side ends;
+    /// [`crate::process::qlog_dir`]). E.g. tquic's `["--keylog-file", "{keys}", "--qlog-dir",
+    /// "{qlog_dir}"]`. Empty by default.
+    #[serde(default)]
+    pub capture_args: Vec<String>,
 }
 
 /// A scheme's `[workloads]` table: the workload kinds beyond `bulk` it runs, and how. Its
@@ -422,6 +431,30 @@ impl Scheme {
                     }
                     a
                 }
+            })
+            .collect()
+    }
+
+    /// The side's [`SideCommand::capture_args`] with `{keys}`, `{qlog}` and `{qlog_dir}` filled
+    /// in for the side's output `out` (`--capture`; appended to its argv).
+    pub fn capture_args(&self, side: Side, out: crate::process::SideOutput) -> Vec<String> {
+        let command = match side {
+            Side::Receiver => &self.receiver,
+            Side::Sender => &self.sender,
+        };
+        let path = |p: PathBuf| p.display().to_string();
+        let (keys, qlog, dir) = (
+            path(crate::process::key_log(out)),
+            path(crate::process::qlog(out)),
+            path(crate::process::qlog_dir(out)),
+        );
+        command
+            .capture_args
+            .iter()
+            .map(|a| {
+                a.replace("{keys}", &keys)
+                    .replace("{qlog_dir}", &dir)
+                    .replace("{qlog}", &qlog)
             })
             .collect()
     }
