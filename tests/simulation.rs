@@ -381,7 +381,8 @@ fn a_sweep_runs_in_simulated_time() {
     // Two environments × one mix of two flows × three runs.
     assert_eq!(csv.lines().count(), 1 + 12, "{csv}");
     // Issue 54: sweep_means.csv gives each (environment, flow) its mean over the three runs
-    // with the half-width of its 95 % interval, as computed here from sweep.csv's rows.
+    // with the ends of its 95 % interval (Student's t for throughput), as computed here from
+    // sweep.csv's rows.
     let means = std::fs::read_to_string(out.join("sweep_means.csv")).unwrap();
     assert_eq!(means.lines().count(), 1 + 4, "{means}");
     let (rows, mean_rows) = (csv_rows(&csv), csv_rows(&means));
@@ -397,7 +398,14 @@ fn a_sweep_runs_in_simulated_time() {
         let half = 4.302_652_7 * sd / 3f64.sqrt(); // Student's t, 0.975, 2 degrees of freedom
         let got = |c: &str| m[c].parse::<f64>().unwrap();
         assert!((got("tput_mbps") - mean).abs() < 1e-6, "{means}");
-        assert!((got("tput_mbps_ci95") - half).abs() < 1e-6, "{means}");
+        assert!(
+            (got("tput_mbps_ci95_low") - (mean - half)).abs() < 1e-6,
+            "{means}"
+        );
+        assert!(
+            (got("tput_mbps_ci95_high") - (mean + half)).abs() < 1e-6,
+            "{means}"
+        );
     }
     let summary = std::fs::read_to_string(out.join("sweep_summary.md")).unwrap();
     assert!(

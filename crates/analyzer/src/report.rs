@@ -191,7 +191,12 @@ fn draw_summary<DB: DrawingBackend>(
             (s, pts.into_iter().filter(|p| p.0 > 0.0).collect())
         })
         .collect();
-    let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).collect();
+    let mut all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).collect();
+    if mean {
+        // The axes hold each mean's interval bars too, so that no bar runs off the chart.
+        let bars = schemes.iter().filter_map(|s| mean_interval_bars(&s.runs));
+        all.extend(bars.flatten().flatten().filter(|p| p.0 > 0.0));
+    }
     let mut chart = delay_tput_chart(&root, title, &all)?;
     for (s, pts) in &series {
         let color = color_rgb(&s.color);
@@ -1144,20 +1149,21 @@ fn centroid(points: &[(f64, f64)]) -> (f64, f64) {
     )
 }
 
-/// The two bars of the 95 % confidence interval of a scheme's mean point (issue 54): the
-/// horizontal one spans the mean p95 delay ± its interval's half-width at the mean throughput,
-/// the vertical one the mean throughput ± its half-width at the mean delay (Student's t over the
-/// runs, [`crate::compare::mean_interval`]), each as its two (delay ms, throughput Mbit/s)
-/// ends. `None` for fewer than [`crate::compare::MIN_INTERVAL_RUNS`] runs.
+/// The two bars of the 95 % confidence interval of a scheme's mean point (issue 54), as the
+/// summary's table gives them: the horizontal one spans the mean p95 delay's bootstrap
+/// interval at the mean throughput ([`crate::compare::bootstrap_mean_interval`]), the vertical
+/// one the mean throughput ± its Student's t half-width at the mean delay
+/// ([`crate::compare::mean_interval`]), each as its two (delay ms, throughput Mbit/s) ends.
+/// `None` for fewer than [`crate::compare::MIN_INTERVAL_RUNS`] runs.
 pub fn mean_interval_bars(runs: &[(f64, f64)]) -> Option<[[(f64, f64); 2]; 2]> {
-    let of = |f: fn(&(f64, f64)) -> f64| {
-        crate::compare::mean_interval(&runs.iter().map(f).collect::<Vec<_>>())
-    };
-    let (delay, tput) = (of(|p| p.0)?, of(|p| p.1)?);
-    let (hd, ht) = (delay.half_width?, tput.half_width?);
+    use crate::compare::{bootstrap_mean_interval, mean_interval};
+    let delays: Vec<f64> = runs.iter().map(|p| p.0).collect();
+    let tputs: Vec<f64> = runs.iter().map(|p| p.1).collect();
+    let (delay, tput) = (bootstrap_mean_interval(&delays)?, mean_interval(&tputs)?);
+    let ((d0, d1), (t0, t1)) = (delay.bounds()?, tput.bounds()?);
     Some([
-        [(delay.mean - hd, tput.mean), (delay.mean + hd, tput.mean)],
-        [(delay.mean, tput.mean - ht), (delay.mean, tput.mean + ht)],
+        [(d0, tput.mean), (d1, tput.mean)],
+        [(delay.mean, t0), (delay.mean, t1)],
     ])
 }
 
@@ -1481,16 +1487,13 @@ mod tests {
 
     #[test]
     fn mean_interval_bars_span_each_mean_s_interval() {
-        // Delays 10, 20, 30 ms: mean 20, SD 10, t(0.975, 2) = 4.3027 → half-width 24.84 ms;
-        // throughputs 4, 5, 6: mean 5, SD 1 → 2.484 Mbit/s.
+        // Delays 10, 20, 30 ms: 3 runs, the bootstrap interval is their range; throughputs 4,
+        // 5, 6: mean 5, SD 1, t(0.975, 2) = 4.3027 → ± 2.484 Mbit/s.
         let runs = [(10.0, 4.0), (20.0, 5.0), (30.0, 6.0)];
         let [h, v] = mean_interval_bars(&runs).unwrap();
-        let hd = 4.302_652_7 * 10.0 / 3f64.sqrt();
-        assert!((h[0].0 - (20.0 - hd)).abs() < 1e-4 && (h[1].0 - (20.0 + hd)).abs() < 1e-4);
-        assert_eq!((h[0].1, h[1].1), (5.0, 5.0));
-        assert!(
-            (v[0].1 - (5.0 - hd / 10.0)).abs() < 1e-5 && (v[1].1 - (5.0 + hd / 10.0)).abs() < 1e-5
-        );
+        assert_eq!(h, [(10.0, 5.0), (30.0, 5.0)]);
+        let ht = 4.302_652_7 / 3f64.sqrt();
+        assert!((v[0].1 - (5.0 - ht)).abs() < 1e-6 && (v[1].1 - (5.0 + ht)).abs() < 1e-6);
         assert_eq!((v[0].0, v[1].0), (20.0, 20.0));
         assert!(mean_interval_bars(&runs[..2]).is_none());
     }

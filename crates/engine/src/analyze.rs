@@ -871,6 +871,41 @@ fn transfer_report(
     crate::transfers::report(dir, &work, &flow_style)
 }
 
+/// The summary's table of per-scheme means over the valid runs, each with its 95 % interval:
+/// Student's t for throughput and loss, the bootstrap for p95 delay (skewed runs).
+fn means_markdown(md: &mut String, results: &Results, registry: &Registry) {
+    let _ = writeln!(
+        md,
+        "| scheme | valid runs | mean avg tput (Mbit/s) | mean 95th-%ile delay (ms) | mean loss rate (%) |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|");
+    for (scheme, runs) in results {
+        let valid: Vec<&RunStats> = runs.iter().filter_map(RunResult::valid_stats).collect();
+        // Student's t for throughput and loss; the bootstrap for p95 delay (skewed runs).
+        let mean = |f: &dyn Fn(&RunStats) -> Option<f64>, bootstrap: bool| {
+            let v: Vec<f64> = valid.iter().filter_map(|s| f(s)).collect();
+            if bootstrap {
+                analyzer::compare::bootstrap_mean_interval(&v)
+            } else {
+                analyzer::compare::mean_interval(&v)
+            }
+        };
+        let fmt = |v: Option<analyzer::compare::MeanInterval>, p: usize| {
+            v.map_or("N/A".to_owned(), |x| x.display(p))
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {}/{} | {} | {} | {} |",
+            label(registry, scheme),
+            valid.len(),
+            runs.len(),
+            fmt(mean(&|s| Some(s.total.tput_mbps), false), 2),
+            fmt(mean(&|s| s.total.p95_delay_ms, true), 2),
+            fmt(mean(&|s| Some(s.total.loss * 100.0), false), 3),
+        );
+    }
+}
+
 fn summary_markdown(
     dir: &Path,
     meta: &Metadata,
@@ -900,31 +935,7 @@ fn summary_markdown(
         runtimes.join(" s and "),
         meta.flows
     );
-    let _ = writeln!(
-        md,
-        "| scheme | valid runs | mean avg tput (Mbit/s) | mean 95th-%ile delay (ms) | mean loss rate (%) |"
-    );
-    let _ = writeln!(md, "|---|---|---|---|---|");
-    for (scheme, runs) in results {
-        let valid: Vec<&RunStats> = runs.iter().filter_map(RunResult::valid_stats).collect();
-        let mean = |f: &dyn Fn(&RunStats) -> Option<f64>| {
-            let v: Vec<f64> = valid.iter().filter_map(|s| f(s)).collect();
-            analyzer::compare::mean_interval(&v)
-        };
-        let fmt = |v: Option<analyzer::compare::MeanInterval>, p: usize| {
-            v.map_or("N/A".to_owned(), |x| x.display(p))
-        };
-        let _ = writeln!(
-            md,
-            "| {} | {}/{} | {} | {} | {} |",
-            label(registry, scheme),
-            valid.len(),
-            runs.len(),
-            fmt(mean(&|s| Some(s.total.tput_mbps)), 2),
-            fmt(mean(&|s| s.total.p95_delay_ms), 2),
-            fmt(mean(&|s| Some(s.total.loss * 100.0)), 3),
-        );
-    }
+    means_markdown(&mut md, results, registry);
     let _ = writeln!(md, "\n{}", analyzer::compare::INTERVAL_NOTE);
     competition_markdown(&mut md, results, registry);
     for t in &transfers.0 {
@@ -1186,22 +1197,23 @@ fn write_report(
     for (scheme, rs) in results {
         let valid: Vec<&RunStats> = rs.iter().filter_map(RunResult::valid_stats).collect();
         let k = valid.iter().map(|s| s.flows.len()).max().unwrap_or(1) as u32;
-        let mean = |f: &dyn Fn(&analyzer::FlowStats) -> Option<f64>, flow: u32| {
-            let v: Vec<f64> = valid
+        // A flow's values over the valid runs.
+        let over_runs = |f: &dyn Fn(&analyzer::FlowStats) -> Option<f64>, flow: u32| {
+            valid
                 .iter()
                 .filter_map(|s| s.flows.get(&flow))
                 .filter_map(f)
-                .collect();
-            analyzer::compare::mean_interval(&v)
+                .collect::<Vec<f64>>()
         };
+        use analyzer::compare::{bootstrap_mean_interval, mean_interval};
         table.push(TableRow {
             label: label(registry, scheme),
             runs: (valid.len(), rs.len()),
             flows: (1..=k)
                 .map(|i| FlowMeans {
-                    tput_mbps: mean(&|f| Some(f.tput_mbps), i),
-                    delay_ms: mean(&|f| f.p95_delay_ms, i),
-                    loss_pct: mean(&|f| Some(f.loss * 100.0), i),
+                    tput_mbps: mean_interval(&over_runs(&|f| Some(f.tput_mbps), i)),
+                    delay_ms: bootstrap_mean_interval(&over_runs(&|f| f.p95_delay_ms, i)),
+                    loss_pct: mean_interval(&over_runs(&|f| Some(f.loss * 100.0), i)),
                 })
                 .collect(),
         });

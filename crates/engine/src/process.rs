@@ -192,20 +192,29 @@ pub const QLOG_ENV: &str = "PANTHEON_QLOG";
 
 /// [`spawn`] with `SSLKEYLOGFILE` set to the side's [`key_log`] and [`QLOG_ENV`] to its
 /// [`qlog`] (`--capture`): the QUIC schemes' programs (quinn's rustls, quiche's BoringSSL)
-/// write their TLS secrets and their qlog there; the others ignore both. `argv` ends with the
-/// scheme's `capture_args` (`Scheme::capture_args`): when they name the side's [`qlog_dir`],
-/// it is created first and collected when the side ends.
+/// write their TLS secrets and their qlog there; the others ignore both. `capture_args` (the
+/// scheme's for this side, `Scheme::capture_args`) are appended to `argv` with `{keys}`,
+/// `{qlog}` and `{qlog_dir}` filled in; when they name the side's [`qlog_dir`], it is created
+/// first and collected when the side ends.
 pub fn spawn_with_quic_logs(
     ns: &NetNs,
     argv: &[String],
+    capture_args: &[String],
     out: SideOutput,
 ) -> anyhow::Result<SchemeProcess> {
     let (keys, qlog, dir) = (key_log(out), qlog(out), qlog_dir(out));
-    let names_dir = argv.iter().any(|a| Path::new(a) == dir);
+    let text = |p: &Path| p.display().to_string();
+    let appended = capture_args.iter().map(|a| {
+        a.replace("{keys}", &text(&keys))
+            .replace("{qlog_dir}", &text(&dir))
+            .replace("{qlog}", &text(&qlog))
+    });
+    let argv: Vec<String> = argv.iter().cloned().chain(appended).collect();
+    let names_dir = capture_args.iter().any(|a| a.contains("{qlog_dir}"));
     if names_dir {
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     }
-    let mut p = spawn_with(ns, argv, out, &|cmd| {
+    let mut p = spawn_with(ns, &argv, out, &|cmd| {
         cmd.env("SSLKEYLOGFILE", &keys).env(QLOG_ENV, &qlog);
     })?;
     p.qlog_dir = names_dir.then_some((dir, qlog));

@@ -639,8 +639,7 @@ impl Sides for LocalSides<'_> {
         let out = (self.dir, self.name, self.run_id, usize::from(flow), side);
         let netns = &self.res.namespaces[ns];
         let mut p = if self.key_logs {
-            let argv = [argv, run_flow.scheme.capture_args(side, out)].concat();
-            spawn_with_quic_logs(netns, &argv, out)?
+            spawn_with_quic_logs(netns, &argv, run_flow.scheme.capture_args(side), out)?
         } else {
             spawn_with(netns, &argv, out, &|_| {})?
         };

@@ -88,7 +88,7 @@ pub struct SideCommand {
     /// than from `SSLKEYLOGFILE` and `PANTHEON_QLOG`: `{keys}` is the side's key log file,
     /// `{qlog}` its qlog file, `{qlog_dir}` a directory for a program that names its qlog
     /// itself (the one file it leaves there becomes the side's `.sqlog` when the side ends;
-    /// [`crate::process::qlog_dir`]). E.g. tquic's `["--keylog-file", "{keys}", "--qlog-dir",
+    /// `crate::process::qlog_dir`). E.g. tquic's `["--keylog-file", "{keys}", "--qlog-dir",
     /// "{qlog_dir}"]`. Empty by default.
     #[serde(default)]
     pub capture_args: Vec<String>,
@@ -435,28 +435,13 @@ impl Scheme {
             .collect()
     }
 
-    /// The side's [`SideCommand::capture_args`] with `{keys}`, `{qlog}` and `{qlog_dir}` filled
-    /// in for the side's output `out` (`--capture`; appended to its argv).
-    pub fn capture_args(&self, side: Side, out: crate::process::SideOutput) -> Vec<String> {
-        let command = match side {
-            Side::Receiver => &self.receiver,
-            Side::Sender => &self.sender,
-        };
-        let path = |p: PathBuf| p.display().to_string();
-        let (keys, qlog, dir) = (
-            path(crate::process::key_log(out)),
-            path(crate::process::qlog(out)),
-            path(crate::process::qlog_dir(out)),
-        );
-        command
-            .capture_args
-            .iter()
-            .map(|a| {
-                a.replace("{keys}", &keys)
-                    .replace("{qlog_dir}", &dir)
-                    .replace("{qlog}", &qlog)
-            })
-            .collect()
+    /// The side's [`SideCommand::capture_args`], placeholders unfilled
+    /// (`crate::process::spawn_with_quic_logs` fills and appends them with `--capture`).
+    pub fn capture_args(&self, side: Side) -> &[String] {
+        match side {
+            Side::Receiver => &self.receiver.capture_args,
+            Side::Sender => &self.sender.capture_args,
+        }
     }
 
     /// `text` with `{tools}` and `{src}` (the source tree, when the scheme has a `[source]`)

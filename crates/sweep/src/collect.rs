@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use analyzer::compare::{mean_interval, MeanInterval};
+use analyzer::compare::{bootstrap_mean_interval, mean_interval, MeanInterval};
 use analyzer::competition::{harm, throughput_ratio, Better};
 use analyzer::perf::{Perf, RunPerf, TransferCounts};
 
@@ -404,7 +404,9 @@ pub struct MeanRow {
 
 /// Per (environment, mix, flow), in order of first appearance, the means over the runs of the
 /// flow's throughput, p95 one-way delay, loss and throughput ratio, each with its 95 %
-/// confidence interval (Student's t, [`analyzer::compare::mean_interval`]; none under 3 runs).
+/// confidence interval (none under 3 runs): Student's t for throughput and loss
+/// ([`analyzer::compare::mean_interval`]), the percentile bootstrap for the skewed p95 delay
+/// and ratio ([`analyzer::compare::bootstrap_mean_interval`]), as the summary's table.
 pub fn means(rows: &[Row]) -> Vec<MeanRow> {
     let mut by: Vec<((&str, &str, u32), Vec<&Row>)> = Vec::new();
     for r in rows {
@@ -412,8 +414,8 @@ pub fn means(rows: &[Row]) -> Vec<MeanRow> {
     }
     by.into_iter()
         .map(|((env, mix, flow), runs)| {
-            let of = |get: fn(&Row) -> Option<f64>| {
-                mean_interval(&runs.iter().filter_map(|r| get(r)).collect::<Vec<_>>())
+            let values = |get: fn(&Row) -> Option<f64>| -> Vec<f64> {
+                runs.iter().filter_map(|r| get(r)).collect()
             };
             MeanRow {
                 env: env.to_owned(),
@@ -422,10 +424,10 @@ pub fn means(rows: &[Row]) -> Vec<MeanRow> {
                 flow,
                 scheme: runs[0].scheme.clone(),
                 runs: runs.len(),
-                tput_mbps: of(|r| r.tput_mbps),
-                p95_delay_ms: of(|r| r.p95_delay_ms),
-                loss: of(|r| r.loss),
-                tput_ratio: of(|r| r.tput_ratio),
+                tput_mbps: mean_interval(&values(|r| r.tput_mbps)),
+                p95_delay_ms: bootstrap_mean_interval(&values(|r| r.p95_delay_ms)),
+                loss: mean_interval(&values(|r| r.loss)),
+                tput_ratio: bootstrap_mean_interval(&values(|r| r.tput_ratio)),
             }
         })
         .collect()
@@ -544,8 +546,8 @@ mod tests {
         let t = m[0].tput_mbps.unwrap();
         assert_eq!(t.mean, 9.0);
         assert!((t.half_width.unwrap() - 4.302_652_7 / 3f64.sqrt()).abs() < 1e-6);
-        // Equal delays: a zero-width interval; no ratio in a solo point.
-        assert_eq!(m[0].p95_delay_ms.unwrap().half_width, Some(0.0));
+        // Equal delays: a zero-width interval (the bootstrap's); no ratio in a solo point.
+        assert_eq!(m[0].p95_delay_ms.unwrap().bounds(), Some((50.0, 50.0)));
         assert_eq!(m[0].tput_ratio, None);
         assert_eq!(m[1].tput_mbps.unwrap().mean, 6.0);
         assert_eq!(m[1].tput_mbps.unwrap().half_width, None);

@@ -3,7 +3,8 @@
 //! - `sweep.csv` and `sweep.parquet`: the tidy table ([`crate::collect::Row`], one row per
 //!   environment × mix × run × flow);
 //! - `sweep_means.csv` and `sweep_means.parquet`: per environment × mix × flow, the means over
-//!   the point's runs with their 95 % confidence intervals ([`crate::collect::means`]);
+//!   the point's runs with the ends of their 95 % confidence intervals
+//!   ([`crate::collect::means`]);
 //! - `sweep_ratio_cdf.png`: per (primary, contender), the CDF over environments of the
 //!   primary's throughput ratio (PCC Proteus paper, Fig. 10);
 //! - `sweep_heatmap_<mix>.png`: per mix, the heatmap's value over its two axes;
@@ -76,37 +77,57 @@ fn columns(rows: &[Row]) -> Vec<(&'static str, Values)> {
     ]
 }
 
-/// The columns of `sweep_means.*`: per figure its mean and the half-width of its 95 %
-/// confidence interval (`<figure>_ci95`, empty under 3 runs).
+/// The columns of `sweep_means.*`: per figure its mean and the ends of its 95 % confidence
+/// interval (`<figure>_ci95_low`, `<figure>_ci95_high`; empty under 3 runs).
 fn mean_columns(rows: &[MeanRow]) -> Vec<(&'static str, Values)> {
     let s = |get: fn(&MeanRow) -> String| Values::Str(rows.iter().map(|r| Some(get(r))).collect());
     let u = |get: fn(&MeanRow) -> u32| Values::U32(rows.iter().map(get).collect());
-    let mean = |get: fn(&MeanRow) -> Option<MeanInterval>| {
-        Values::F64(rows.iter().map(|r| get(r).map(|m| m.mean)).collect())
-    };
-    let ci = |get: fn(&MeanRow) -> Option<MeanInterval>| {
+    type Get = fn(&MeanRow) -> Option<MeanInterval>;
+    let mean = |get: Get| Values::F64(rows.iter().map(|r| get(r).map(|m| m.mean)).collect());
+    let end = |get: Get, high: bool| {
         Values::F64(
             rows.iter()
-                .map(|r| get(r).and_then(|m| m.half_width))
+                .map(|r| get(r)?.bounds().map(|b| if high { b.1 } else { b.0 }))
                 .collect(),
         )
     };
-    vec![
+    let mut columns = vec![
         ("env", s(|r| r.env.clone())),
         ("mix", s(|r| r.mix.clone())),
         ("kind", s(|r| r.kind.name().to_owned())),
         ("flow", u(|r| r.flow)),
         ("scheme", s(|r| r.scheme.clone())),
         ("runs", u(|r| u32::try_from(r.runs).unwrap_or(u32::MAX))),
-        ("tput_mbps", mean(|r| r.tput_mbps)),
-        ("tput_mbps_ci95", ci(|r| r.tput_mbps)),
-        ("p95_delay_ms", mean(|r| r.p95_delay_ms)),
-        ("p95_delay_ms_ci95", ci(|r| r.p95_delay_ms)),
-        ("loss", mean(|r| r.loss)),
-        ("loss_ci95", ci(|r| r.loss)),
-        ("tput_ratio", mean(|r| r.tput_ratio)),
-        ("tput_ratio_ci95", ci(|r| r.tput_ratio)),
-    ]
+    ];
+    let figures: [(&'static str, &'static str, &'static str, Get); 4] = [
+        (
+            "tput_mbps",
+            "tput_mbps_ci95_low",
+            "tput_mbps_ci95_high",
+            |r| r.tput_mbps,
+        ),
+        (
+            "p95_delay_ms",
+            "p95_delay_ms_ci95_low",
+            "p95_delay_ms_ci95_high",
+            |r| r.p95_delay_ms,
+        ),
+        ("loss", "loss_ci95_low", "loss_ci95_high", |r| r.loss),
+        (
+            "tput_ratio",
+            "tput_ratio_ci95_low",
+            "tput_ratio_ci95_high",
+            |r| r.tput_ratio,
+        ),
+    ];
+    for (name, low, high, get) in figures {
+        columns.extend([
+            (name, mean(get)),
+            (low, end(get, false)),
+            (high, end(get, true)),
+        ]);
+    }
+    columns
 }
 
 /// The summary's table of the means over runs, in Markdown (`value ± half-width`).
@@ -116,14 +137,7 @@ fn means_table(rows: &[MeanRow], style: Style) -> String {
          | tput ratio |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     let cell = |v: Option<MeanInterval>, scale: f64, decimals: usize| {
-        v.map_or("—".to_owned(), |m| {
-            let scaled = MeanInterval {
-                mean: m.mean * scale,
-                half_width: m.half_width.map(|h| h * scale),
-                runs: m.runs,
-            };
-            scaled.display(decimals)
-        })
+        v.map_or("—".to_owned(), |m| m.scaled(scale).display(decimals))
     };
     for r in rows {
         let _ = writeln!(
@@ -141,6 +155,27 @@ fn means_table(rows: &[MeanRow], style: Style) -> String {
         );
     }
     s
+}
+
+/// `sweep_means.csv` and `sweep_means.parquet`, and with repeated runs their table in the
+/// summary `md`.
+fn means_section(dir: &Path, rows: &[Row], style: Style, md: &mut String) -> anyhow::Result<()> {
+    let means = means(rows);
+    table::write(
+        mean_columns(&means),
+        &dir.join("sweep_means.csv"),
+        &dir.join("sweep_means.parquet"),
+    )?;
+    if means.iter().any(|m| m.runs > 1) {
+        md.push_str("## Means over the runs of each point\n\n");
+        md.push_str(&means_table(&means, style));
+        let _ = writeln!(
+            md,
+            "\n{} The same in `sweep_means.csv` and `sweep_means.parquet`.\n",
+            analyzer::compare::INTERVAL_NOTE
+        );
+    }
+    Ok(())
 }
 
 /// The summary's table of pairs, in Markdown.
@@ -182,12 +217,6 @@ pub fn write(
         &dir.join("sweep.csv"),
         &dir.join("sweep.parquet"),
     )?;
-    let means = means(rows);
-    table::write(
-        mean_columns(&means),
-        &dir.join("sweep_means.csv"),
-        &dir.join("sweep_means.parquet"),
-    )?;
     let mut md = format!("# Sweep {}\n\n{}.\n\n", plan.file.name, status.line());
     if !status.failed.is_empty() {
         let ids: Vec<String> = status.failed.iter().map(|i| format!("p{i:04}")).collect();
@@ -202,15 +231,7 @@ pub fn write(
         "{} rows in `sweep.csv` and `sweep.parquet`: one per environment × mix × run × flow.\n",
         rows.len()
     );
-    if means.iter().any(|m| m.runs > 1) {
-        md.push_str("## Means over the runs of each point\n\n");
-        md.push_str(&means_table(&means, style));
-        let _ = writeln!(
-            md,
-            "\n{} The same in `sweep_means.csv` and `sweep_means.parquet`.\n",
-            analyzer::compare::INTERVAL_NOTE
-        );
-    }
+    means_section(dir, rows, style, &mut md)?;
     let pairs = pairs(rows);
     let mut problems = Vec::new();
     if !pairs.is_empty() {
@@ -253,6 +274,23 @@ pub fn write(
     }
     page_loads(dir, rows, style, &mut md, &mut problems);
     schemes_alone(dir, rows, style, &mut md, &mut problems);
+    heatmaps(dir, plan, rows, &mut md, &mut problems);
+    for p in problems {
+        let _ = writeln!(md, "\nPlot not drawn: {p}");
+    }
+    std::fs::write(dir.join("sweep_summary.md"), &md)?;
+    Ok(md)
+}
+
+/// Per mix of the plan (not solo points), its heatmap over the file's two axes, linked from
+/// the summary `md`; a plot that cannot be drawn goes to `problems`.
+fn heatmaps(
+    dir: &Path,
+    plan: &SweepPlan,
+    rows: &[Row],
+    md: &mut String,
+    problems: &mut Vec<String>,
+) {
     let h = &plan.file.heatmap;
     let mut mixes: Vec<&str> = Vec::new();
     for p in plan.points.iter().filter(|p| !p.solo) {
@@ -279,11 +317,6 @@ pub fn write(
         let _ = writeln!(md, "\n## Heatmaps: {} over {} × {}\n", h.value, h.x, h.y);
         md.push_str(&heatmaps);
     }
-    for p in problems {
-        let _ = writeln!(md, "\nPlot not drawn: {p}");
-    }
-    std::fs::write(dir.join("sweep_summary.md"), &md)?;
-    Ok(md)
 }
 
 /// Page loads (flows with a `page` workload, `docs/workloads.md`), per mix over every

@@ -238,11 +238,13 @@ pub(crate) mod tests {
                         mean: 9.5,
                         half_width: None,
                         runs: 2,
+                        bootstrap: None,
                     }),
                     delay_ms: Some(MeanInterval {
                         mean: 80.123,
                         half_width: Some(4.5),
                         runs: 3,
+                        bootstrap: None,
                     }),
                     loss_pct: None,
                 }],

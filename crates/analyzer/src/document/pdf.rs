@@ -205,20 +205,24 @@ pub fn pdf(r: &Report) -> Result<Vec<u8>, String> {
         if let Some(c) = &run.competition {
             competition_page(&mut w, run, c)?;
         }
-        if !run.files.is_empty() {
-            w.text(
-                &format!(
-                    "Run {}: files to look inside, beside this report",
-                    run.run_id
-                ),
-                10.0,
-            );
-            for f in &run.files {
-                w.text(f, 8.5);
-            }
-        }
+        files_to_look_inside(&mut w, run);
     }
     w.doc.save_to_bytes().map_err(|e| e.to_string())
+}
+
+/// A run's files to look inside, named (the HTML report links them).
+fn files_to_look_inside(w: &mut Writer, run: &crate::document::RunSection) {
+    if run.files.is_empty() {
+        return;
+    }
+    let title = format!(
+        "Run {}: files to look inside, beside this report",
+        run.run_id
+    );
+    w.text(&title, 10.0);
+    for f in &run.files {
+        w.text(f, 8.5);
+    }
 }
 
 /// A mixed run's competition: its table, the lines on the run and its plot, on a new page.

@@ -274,8 +274,7 @@ impl Inner {
         );
         let netns = &hosted.res.namespaces[ns];
         let p = if hosted.captured.contains(&flow) {
-            let argv = [argv, scheme.capture_args(side, out)].concat();
-            runner::spawn_with_quic_logs(netns, &argv, out)
+            runner::spawn_with_quic_logs(netns, &argv, scheme.capture_args(side), out)
         } else {
             runner::spawn_with(netns, &argv, out, &|_| {})
         }
