@@ -430,7 +430,7 @@ fn a_results_directory_is_refused_appended_to_or_moved_aside_never_lost() {
     let before = snapshot(dir);
     // Issue 54: the run's time series beside its plots, as Parquet files (docs/results.md;
     // their columns are read back in the analyzer's unit tests).
-    for kind in ["throughput", "delay"] {
+    for kind in ["throughput", "delay", "queue"] {
         let pq = &before[&format!("cubic_datalink_{kind}_run1.parquet")];
         assert!(pq.starts_with(b"PAR1") && pq.ends_with(b"PAR1"), "{kind}");
     }

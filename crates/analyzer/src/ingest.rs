@@ -71,6 +71,9 @@ pub struct RunFrames {
     /// The link's delivery opportunities, columns `t_ms` and `size` (bytes a packet of the
     /// opportunity carries: 1500), when a link log exists.
     pub opportunities: Option<DataFrame>,
+    /// The link's queue over time, columns `t_ms`, `packets` and `bytes` (one sample per
+    /// millisecond with events: [`crate::text::QueueSamples`]), when a link log exists.
+    pub queue: Option<DataFrame>,
     /// The run's common time origin: ms since the Unix epoch (Pantheon's "init timestamp").
     pub init_ms: f64,
     /// Problems worth showing that leave the numbers standing (unmatched packets, duplicate
@@ -320,6 +323,7 @@ pub fn read_run(dir: &Path, scheme: &str, run: u32) -> Result<RunFrames, IngestE
             frames.problems.push(truncated(why));
         }
         frames.opportunities = opportunities_frame(&log)?;
+        frames.queue = queue_frame(&log)?;
     }
     Ok(frames)
 }
@@ -328,7 +332,7 @@ pub fn read_run(dir: &Path, scheme: &str, run: u32) -> Result<RunFrames, IngestE
 /// bytes each, as Pantheon's merge writes them (Mahimahi's 1504 less its 4-byte header).
 /// The log's columns move into the frames (no copy).
 pub fn from_link_text(log: LinkTextLog) -> Result<RunFrames, IngestError> {
-    let opportunities = opportunities_frame(&log)?;
+    let (opportunities, queue) = (opportunities_frame(&log)?, queue_frame(&log)?);
     let problems: Vec<String> = log.stopped.iter().map(|s| truncated(s)).collect();
     let mut warnings = Vec::new();
     if log.init_ms.is_none() {
@@ -341,12 +345,23 @@ pub fn from_link_text(log: LinkTextLog) -> Result<RunFrames, IngestError> {
             "flow" => d.flow, "t_ms" => d.t_ms, "size" => d.size, "delay" => log.delay_ms
         )?,
         opportunities,
+        queue,
         init_ms: log.init_ms.unwrap_or(0.0),
         warnings,
         problems,
         // Pantheon's merge already applied the offsets it had.
         clock_offsets: ClockOffsets::None,
     })
+}
+
+fn queue_frame(log: &LinkTextLog) -> PolarsResult<Option<DataFrame>> {
+    let q = &log.queue;
+    if q.t_ms.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(
+        df!("t_ms" => &q.t_ms, "packets" => &q.packets, "bytes" => &q.bytes)?,
+    ))
 }
 
 fn opportunities_frame(log: &LinkTextLog) -> PolarsResult<Option<DataFrame>> {
@@ -601,6 +616,7 @@ impl Matcher {
             arrivals: DataFrame::new_infer_height(arrivals)?,
             departures: DataFrame::new_infer_height(departures)?,
             opportunities: None,
+            queue: None,
             init_ms,
             warnings,
             problems,

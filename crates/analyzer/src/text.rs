@@ -78,6 +78,9 @@ pub struct LinkTextLog {
     pub cross_dropped_packets: u64,
     /// Departures that left carrying CE (`m` lines, ours: a marking queue's marks).
     pub marked_packets: u64,
+    /// The link's queue over time, from its arrivals, departures and drops (the scheme's and
+    /// cross traffic's): one sample per millisecond with events ([`QueueSamples`]).
+    pub queue: QueueSamples,
     /// Where and why reading stopped before the end (`file:line: …`), if it did.
     pub stopped: Option<String>,
 }
@@ -91,6 +94,42 @@ pub struct Events {
     pub t_ms: Vec<f64>,
     /// bytes.
     pub size: Vec<u64>,
+}
+
+/// A link's queue over time: arrivals (`+`, `c+`) add a packet and its bytes, departures
+/// (`-`, `c-`) and drops (`d`, `cd`: their packets and bytes) take them away. One sample per
+/// millisecond that has events (Mahimahi logs whole milliseconds), taken after its last event
+/// at that event's time, so that a fast link's log gives a bounded series. Packets partly
+/// delivered over several opportunities count as queued until their departure line.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueueSamples {
+    /// ms since the log's init timestamp.
+    pub t_ms: Vec<f64>,
+    /// Packets in the queue after the sample's events.
+    pub packets: Vec<i64>,
+    /// Bytes in the queue after them.
+    pub bytes: Vec<i64>,
+    /// The running (packets, bytes).
+    now: (i64, i64),
+}
+
+impl QueueSamples {
+    /// The queue changed by `packets` and `bytes` at `t_ms`.
+    fn change(&mut self, t_ms: f64, packets: i64, bytes: i64) {
+        self.now = (self.now.0 + packets, self.now.1 + bytes);
+        let same_ms = self
+            .t_ms
+            .last()
+            .is_some_and(|&last| last.floor() == t_ms.floor());
+        if same_ms {
+            let i = self.t_ms.len() - 1;
+            (self.t_ms[i], self.packets[i], self.bytes[i]) = (t_ms, self.now.0, self.now.1);
+        } else {
+            self.t_ms.push(t_ms);
+            self.packets.push(self.now.0);
+            self.bytes.push(self.now.1);
+        }
+    }
 }
 
 impl Events {
@@ -217,14 +256,14 @@ enum LinkEvent {
     Departure(f64, u32),
     /// `#`.
     Opportunity,
-    /// `d` (count in the size slot).
-    Drop,
+    /// `d` (count in the size slot), bytes.
+    Drop(u64),
     /// `c+`: a cross-traffic arrival.
     CrossArrival,
     /// `c-`: a cross-traffic departure (its delay is read and dropped).
     CrossDeparture,
-    /// `cd`: cross-traffic arrivals refused (count in the size slot).
-    CrossDrop,
+    /// `cd`: cross-traffic arrivals refused (count in the size slot), bytes.
+    CrossDrop(u64),
     /// `m`: the departure before it carried CE (ECN).
     Marked,
 }
@@ -352,35 +391,44 @@ impl LinkLogParser {
                     LinkEvent::Departure(delay, num(f.next()).unwrap_or(0))
                 }
                 b"#" => LinkEvent::Opportunity,
-                b"d" => {
-                    let _bytes: u64 = num(f.next())?;
-                    LinkEvent::Drop
-                }
+                b"d" => LinkEvent::Drop(num(f.next())?),
                 b"c+" => LinkEvent::CrossArrival,
                 b"c-" => {
                     let _delay: f64 = num(f.next())?;
                     LinkEvent::CrossDeparture
                 }
-                b"cd" => {
-                    let _bytes: u64 = num(f.next())?;
-                    LinkEvent::CrossDrop
-                }
+                b"cd" => LinkEvent::CrossDrop(num(f.next())?),
                 b"m" => LinkEvent::Marked,
                 _ => return None,
             };
             f.next().is_none().then_some((t, a, event))
         })();
+        // A packet's or a drop's bytes, as the queue's change.
+        let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         match parsed {
-            Some((t, a, LinkEvent::Arrival(flow))) => log.arrivals.push(flow, t, a),
+            Some((t, a, LinkEvent::Arrival(flow))) => {
+                log.arrivals.push(flow, t, a);
+                log.queue.change(t, 1, signed(a));
+            }
             Some((t, a, LinkEvent::Departure(delay, flow))) => {
                 log.departures.push(flow, t, a);
                 log.delay_ms.push(delay);
+                log.queue.change(t, -1, -signed(a));
             }
             Some((t, a, LinkEvent::Opportunity)) => log.opportunities.push(0, t, a),
-            Some((_, a, LinkEvent::Drop)) => log.dropped_packets += a,
-            Some((_, _, LinkEvent::CrossArrival)) => {}
-            Some((t, a, LinkEvent::CrossDeparture)) => log.cross_departures.push(0, t, a),
-            Some((_, a, LinkEvent::CrossDrop)) => log.cross_dropped_packets += a,
+            Some((t, a, LinkEvent::Drop(bytes))) => {
+                log.dropped_packets += a;
+                log.queue.change(t, -signed(a), -signed(bytes));
+            }
+            Some((t, a, LinkEvent::CrossArrival)) => log.queue.change(t, 1, signed(a)),
+            Some((t, a, LinkEvent::CrossDeparture)) => {
+                log.cross_departures.push(0, t, a);
+                log.queue.change(t, -1, -signed(a));
+            }
+            Some((t, a, LinkEvent::CrossDrop(bytes))) => {
+                log.cross_dropped_packets += a;
+                log.queue.change(t, -signed(a), -signed(bytes));
+            }
             Some((_, _, LinkEvent::Marked)) => log.marked_packets += 1,
             None => {
                 log.stopped = Some(stop_reason(&self.file, self.line, line, complete));
@@ -506,6 +554,11 @@ mod tests {
         assert_eq!(log.cross_departures.t_ms, [3.0]);
         assert_eq!((log.dropped_packets, log.cross_dropped_packets), (0, 1));
         assert_eq!(log.marked_packets, 0);
+        // The queue: at 1 ms three arrivals and one refused (2 packets, 3008 bytes), then a
+        // departure at 2 ms and at 3 ms; one sample per millisecond, after its last event.
+        assert_eq!(log.queue.t_ms, [1.0, 2.0, 3.0]);
+        assert_eq!(log.queue.packets, [2, 1, 0]);
+        assert_eq!(log.queue.bytes, [3008, 1504, 0]);
         // A CE-marked departure is a departure followed by its `m` line.
         let log = parse_link_log(
             b"# init timestamp: 5\n1 + 1504\n2 # 1504\n2 - 1504 1\n2 m 1504\n",

@@ -254,6 +254,34 @@ pub fn write_parquet(
     table::write_parquet_frame(&mut packets, delay)
 }
 
+/// Writes the link's queue over time (`frames.queue`, [`crate::ingest::RunFrames::queue`]) as
+/// Parquet to `path`: one row per millisecond with events — `t_s` (f64, seconds since the
+/// run's first event, the clock of `ts` and of the other series), `packets` and `bytes` (i64,
+/// in the uplink's queue after that millisecond's arrivals, departures and drops, cross
+/// traffic's included). Errors name the file.
+#[cfg(feature = "table")]
+pub fn write_queue_parquet(
+    ts: &TimeSeries,
+    queue: &DataFrame,
+    path: &std::path::Path,
+) -> Result<(), crate::table::TableError> {
+    use crate::table::{self, TableError};
+    let frame = || -> PolarsResult<DataFrame> {
+        let column = |name: &str| -> PolarsResult<Series> {
+            Ok(queue.column(name)?.as_materialized_series().clone())
+        };
+        DataFrame::new_infer_height(vec![
+            ((column("t_ms")? - ts.first_ms) / 1000.0)
+                .with_name("t_s".into())
+                .into(),
+            column("packets")?.into(),
+            column("bytes")?.into(),
+        ])
+    };
+    let mut frame = frame().map_err(|e| TableError::of(path, e))?;
+    table::write_parquet_frame(&mut frame, path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,5 +391,22 @@ mod tests {
         assert_eq!(u32s(&d, "size"), [Some(1500), Some(1500)]);
         assert_eq!(f64s(&d, "delay_ms"), [Some(50.0), None]);
         assert_eq!(u32s(&d, "ecn"), [Some(2), Some(3)]);
+        // The link's queue, from a link log's lines, on the same clock (first event 100 ms).
+        let log = crate::text::parse_link_log(
+            b"# init timestamp: 5\n100 + 1504\n100 + 1504\n101 # 1504\n101 - 1504 1\n\
+              102 + 1504\n102 d 1 1504\n",
+            "up.log",
+        );
+        let frames = crate::ingest::from_link_text(log).unwrap();
+        let q = dir.join("q.parquet");
+        std::fs::create_dir_all(&dir).unwrap();
+        write_queue_parquet(&ts, frames.queue.as_ref().unwrap(), &q).unwrap();
+        let q = read(&q);
+        let _ = std::fs::remove_dir_all(&dir);
+        let i64s =
+            |c: &str| -> Vec<Option<i64>> { q.column(c).unwrap().i64().unwrap().iter().collect() };
+        assert_eq!(f64s(&q, "t_s"), [Some(0.0), Some(0.001), Some(0.002)]);
+        assert_eq!(i64s("packets"), [Some(2), Some(1), Some(1)]);
+        assert_eq!(i64s("bytes"), [Some(3008), Some(1504), Some(1504)]);
     }
 }

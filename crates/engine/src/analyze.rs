@@ -1004,7 +1004,7 @@ fn competition_markdown(md: &mut String, results: &Results, registry: &Registry)
 /// The files of run `run_id` of `scheme` in `dir` that a researcher opens to look inside it
 /// (issue 54), sorted by name: `--capture`'s pcapng (`<scheme>_{datalink,acklink}_run<N>_flow<i>.*.pcapng`),
 /// key logs and qlogs (`<scheme>_run<N>_flow<i>.<side>.{keys,sqlog}`) and the time series'
-/// Parquet files (`<scheme>_datalink_{throughput,delay}_run<N>.parquet`). Another scheme whose
+/// Parquet files (`<scheme>_datalink_{throughput,delay,queue}_run<N>.parquet`). Another scheme whose
 /// name starts with this one's (`quic` and `quic_bbr2`) is not matched.
 fn files_to_look_inside(dir: &Path, scheme: &str, run_id: u32) -> Vec<String> {
     let flows = [
@@ -1015,6 +1015,7 @@ fn files_to_look_inside(dir: &Path, scheme: &str, run_id: u32) -> Vec<String> {
     let series = [
         format!("datalink_throughput_run{run_id}.parquet"),
         format!("datalink_delay_run{run_id}.parquet"),
+        format!("datalink_queue_run{run_id}.parquet"),
     ];
     let ours = |name: &str| {
         let Some(rest) = name.strip_prefix(scheme).and_then(|r| r.strip_prefix('_')) else {
@@ -1340,7 +1341,9 @@ pub fn system_info() -> Vec<String> {
 /// Pantheon's per-run plots: `<scheme>_datalink_throughput_run<N>.png` (500 ms bins) and
 /// `<scheme>_datalink_delay_run<N>.png`; with the feature `parquet`, their data beside them
 /// as `<scheme>_datalink_throughput_run<N>.parquet` and `<scheme>_datalink_delay_run<N>.parquet`
-/// ([`analyzer::timeseries::write_parquet`]; a failure to write them is a note in `flags`).
+/// ([`analyzer::timeseries::write_parquet`]) and, from the link log, the uplink queue's
+/// `<scheme>_datalink_queue_run<N>.parquet` ([`analyzer::timeseries::write_queue_parquet`]);
+/// a failure to write them is a note in `flags`.
 fn run_plots(
     dir: &Path,
     scheme: &str,
@@ -1372,6 +1375,13 @@ fn run_plots(
         &dir.join(format!("{scheme}_datalink_delay_run{run_id}.parquet")),
     ) {
         flags.push(format!("time series not written: {e}"));
+    }
+    #[cfg(feature = "parquet")]
+    if let Some(queue) = &frames.queue {
+        let path = dir.join(format!("{scheme}_datalink_queue_run{run_id}.parquet"));
+        if let Err(e) = analyzer::timeseries::write_queue_parquet(&ts, queue, &path) {
+            flags.push(format!("queue series not written: {e}"));
+        }
     }
     #[cfg(not(feature = "parquet"))]
     let _ = flags;
