@@ -1002,10 +1002,11 @@ fn competition_markdown(md: &mut String, results: &Results, registry: &Registry)
 }
 
 /// The files of run `run_id` of `scheme` in `dir` that a researcher opens to look inside it
-/// (issue 54), sorted by name: `--capture`'s pcapng (`<scheme>_{datalink,acklink}_run<N>_flow<i>.*.pcapng`),
-/// key logs and qlogs (`<scheme>_run<N>_flow<i>.<side>.{keys,sqlog}`) and the time series'
-/// Parquet files (`<scheme>_datalink_{throughput,delay,queue}_run<N>.parquet`). Another scheme whose
-/// name starts with this one's (`quic` and `quic_bbr2`) is not matched.
+/// (issue 54), sorted by name: `--capture`'s pcapng
+/// (`<scheme>_{datalink,acklink}_run<N>_flow<i>.*.pcapng`), key logs and qlogs
+/// (`<scheme>_run<N>_flow<i>.<side>.{keys,sqlog}`) and the time series' Parquet files
+/// (`<scheme>_datalink_{throughput,delay,queue}_run<N>.parquet`). Another scheme whose name
+/// starts with this one's (`quic` and `quic_bbr2`) is not matched.
 fn files_to_look_inside(dir: &Path, scheme: &str, run_id: u32) -> Vec<String> {
     let flows = [
         format!("run{run_id}_flow"),

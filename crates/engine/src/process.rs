@@ -172,7 +172,7 @@ fn side_output_file((dir, scheme, run_id, flow, side): SideOutput, what: &str) -
 /// A side's qlog: `<dir>/<scheme>_run<N>_flow<i>.<side>.sqlog`, the QUIC endpoint's events
 /// (packets sent, received and lost, congestion window and RTT updates) as qlog JSON-SEQ
 /// (draft-ietf-quic-qlog-main-schema: one JSON record per event after an ASCII RS, `.sqlog`),
-/// the format qvis opens.
+/// the serialisation the qlog drafts define for tools such as qvis.
 pub fn qlog(out: SideOutput) -> PathBuf {
     side_output_file(out, "sqlog")
 }

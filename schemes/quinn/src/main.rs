@@ -40,8 +40,8 @@
 //! on its virtual clock.
 //!
 //! With `--capture`, the harness names two files in the environment: `SSLKEYLOGFILE` (the TLS
-//! secrets, NSS key log lines) and `PANTHEON_QLOG` (the connection's qlog, JSON-SEQ: quinn-proto's
-//! packet sent/received/lost and recovery-metrics events, the format qvis opens).
+//! secrets, NSS key log lines) and `PANTHEON_QLOG` (the connection's qlog, JSON-SEQ:
+//! quinn-proto's packet sent/received/lost and recovery-metrics events).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
