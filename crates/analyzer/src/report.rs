@@ -224,12 +224,7 @@ fn draw_summary<DB: DrawingBackend>(
                     .filter(|p| p.0 > 0.0)
                     .map(|p| (-p.0.log10(), p.1.max(0.0)))
                     .collect();
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        ring,
-                        color.stroke_width(1),
-                    )))
-                    .map_err(|e| err(e.to_string()))?;
+                draw_path(&mut chart, ring, color.stroke_width(1))?;
             }
             // The 95 % confidence interval of the mean, a bar along each axis.
             for bar in mean_interval_bars(&s.runs).into_iter().flatten() {
@@ -237,12 +232,7 @@ fn draw_summary<DB: DrawingBackend>(
                     .iter()
                     .map(|p| (-p.0.max(1e-3).log10(), p.1.max(0.0)))
                     .collect();
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        bar,
-                        color.stroke_width(2),
-                    )))
-                    .map_err(|e| err(e.to_string()))?;
+                draw_path(&mut chart, bar, color.stroke_width(2))?;
             }
             chart
                 .draw_series(shifted.iter().map(|&p| {
@@ -257,6 +247,18 @@ fn draw_summary<DB: DrawingBackend>(
     }
     legend(&mut chart, SeriesLabelPosition::UpperLeft).map_err(|e| err(e.to_string()))?;
     root.present().map_err(|e| err(e.to_string()))
+}
+
+/// One line through `points` (chart coordinates) on `chart`.
+fn draw_path<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    points: Vec<(f64, f64)>,
+    style: ShapeStyle,
+) -> Result<(), String> {
+    chart
+        .draw_series(std::iter::once(PathElement::new(points, style)))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// The chart of the throughput–delay plots, with axes fitting the (delay ms, throughput

@@ -871,8 +871,8 @@ fn transfer_report(
     crate::transfers::report(dir, &work, &flow_style)
 }
 
-/// The summary's table of per-scheme means over the valid runs, each with its 95 % interval:
-/// Student's t for throughput and loss, the bootstrap for p95 delay (skewed runs).
+/// The summary's table of per-scheme means over the valid runs, each with its 95 % interval
+/// (`FlowMeans::over_runs`, as the reports' table).
 fn means_markdown(md: &mut String, results: &Results, registry: &Registry) {
     let _ = writeln!(
         md,
@@ -881,15 +881,14 @@ fn means_markdown(md: &mut String, results: &Results, registry: &Registry) {
     let _ = writeln!(md, "|---|---|---|---|---|");
     for (scheme, runs) in results {
         let valid: Vec<&RunStats> = runs.iter().filter_map(RunResult::valid_stats).collect();
-        // Student's t for throughput and loss; the bootstrap for p95 delay (skewed runs).
-        let mean = |f: &dyn Fn(&RunStats) -> Option<f64>, bootstrap: bool| {
-            let v: Vec<f64> = valid.iter().filter_map(|s| f(s)).collect();
-            if bootstrap {
-                analyzer::compare::bootstrap_mean_interval(&v)
-            } else {
-                analyzer::compare::mean_interval(&v)
-            }
+        let over_runs = |f: &dyn Fn(&RunStats) -> Option<f64>| -> Vec<f64> {
+            valid.iter().filter_map(|s| f(s)).collect()
         };
+        let means = analyzer::document::FlowMeans::over_runs(
+            &over_runs(&|s| Some(s.total.tput_mbps)),
+            &over_runs(&|s| s.total.p95_delay_ms),
+            &over_runs(&|s| Some(s.total.loss * 100.0)),
+        );
         let fmt = |v: Option<analyzer::compare::MeanInterval>, p: usize| {
             v.map_or("N/A".to_owned(), |x| x.display(p))
         };
@@ -899,9 +898,9 @@ fn means_markdown(md: &mut String, results: &Results, registry: &Registry) {
             label(registry, scheme),
             valid.len(),
             runs.len(),
-            fmt(mean(&|s| Some(s.total.tput_mbps), false), 2),
-            fmt(mean(&|s| s.total.p95_delay_ms, true), 2),
-            fmt(mean(&|s| Some(s.total.loss * 100.0), false), 3),
+            fmt(means.tput_mbps, 2),
+            fmt(means.delay_ms, 2),
+            fmt(means.loss_pct, 3),
         );
     }
 }
@@ -1207,15 +1206,16 @@ fn write_report(
                 .filter_map(f)
                 .collect::<Vec<f64>>()
         };
-        use analyzer::compare::{bootstrap_mean_interval, mean_interval};
         table.push(TableRow {
             label: label(registry, scheme),
             runs: (valid.len(), rs.len()),
             flows: (1..=k)
-                .map(|i| FlowMeans {
-                    tput_mbps: mean_interval(&over_runs(&|f| Some(f.tput_mbps), i)),
-                    delay_ms: bootstrap_mean_interval(&over_runs(&|f| f.p95_delay_ms, i)),
-                    loss_pct: mean_interval(&over_runs(&|f| Some(f.loss * 100.0), i)),
+                .map(|i| {
+                    FlowMeans::over_runs(
+                        &over_runs(&|f| Some(f.tput_mbps), i),
+                        &over_runs(&|f| f.p95_delay_ms, i),
+                        &over_runs(&|f| Some(f.loss * 100.0), i),
+                    )
                 })
                 .collect(),
         });

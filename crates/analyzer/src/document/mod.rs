@@ -38,6 +38,21 @@ pub struct FlowMeans {
     pub loss_pct: Option<MeanInterval>,
 }
 
+impl FlowMeans {
+    /// The means of a flow's (or a run's total) figures over the valid runs, each with the
+    /// interval its figure takes: Student's t for throughput and loss
+    /// ([`crate::compare::mean_interval`]), the percentile bootstrap for the p95 delay, whose
+    /// runs are skewed ([`crate::compare::bootstrap_mean_interval`]). One value per run in each.
+    pub fn over_runs(tput_mbps: &[f64], delay_ms: &[f64], loss_pct: &[f64]) -> FlowMeans {
+        use crate::compare::{bootstrap_mean_interval, mean_interval};
+        FlowMeans {
+            tput_mbps: mean_interval(tput_mbps),
+            delay_ms: bootstrap_mean_interval(delay_ms),
+            loss_pct: mean_interval(loss_pct),
+        }
+    }
+}
+
 /// One run's section.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSection {
