@@ -1,6 +1,7 @@
 //! Source schemes (issue 28) end to end: every scheme built from a pinned upstream commit whose
 //! source can be had on this machine (a mirror in `$PANTHEON_SOURCE_MIRROR`, or the network) is
-//! built by `pantheon schemes setup` and passes `pantheon schemes check`; the others are reported
+//! built by `pantheon schemes setup`, and one scheme of each build passes `pantheon schemes
+//! check` (tests/schemes.rs's `--all` run runs every one of them); the others are reported
 //! as NOT VERIFIED, by name and with the reason — never as passed. And what a user without the
 //! source sees: `schemes list` names each with the one command that gets it, and a setup that
 //! cannot get its source fails saying so and leaves nothing behind.
@@ -37,7 +38,7 @@ fn source_list(envs: &[(&str, &std::path::Path)]) -> Vec<Value> {
 }
 
 #[test]
-fn every_source_scheme_whose_source_is_here_is_built_and_passes_schemes_check() {
+fn every_source_scheme_whose_source_is_here_is_built_and_one_per_build_passes_schemes_check() {
     let schemes = source_list(&[]);
     assert!(schemes.len() >= 8, "{schemes:?}");
     let mirror = std::env::var_os("PANTHEON_SOURCE_MIRROR").map(std::path::PathBuf::from);
@@ -72,9 +73,21 @@ fn every_source_scheme_whose_source_is_here_is_built_and_passes_schemes_check() 
         eprintln!("NOT VERIFIED: every source scheme (no source reachable on this machine)");
         return;
     }
+    // One scheme per build: schemes that share a source (its repository, pin, patches and
+    // build) run the same programs with other arguments (Proteus-S/-P/-H; TaoVA and Copa of
+    // 2020), and tests/schemes.rs's `--all` run gives each of them its report row.
+    let mut builds = std::collections::BTreeSet::new();
+    let checked: Vec<&String> = built
+        .iter()
+        .filter(|name| {
+            let s = schemes.iter().find(|s| s["name"] == name.as_str()).unwrap();
+            builds.insert(s["source"].to_string())
+        })
+        .collect();
+    eprintln!("checked, one per build: {checked:?}");
     let out = pantheon()
         .args(["schemes", "check", "--json", "--runtime", "5"])
-        .args(&built)
+        .args(&checked)
         .output()
         .unwrap();
     let verdicts: Value =
@@ -96,7 +109,7 @@ fn every_source_scheme_whose_source_is_here_is_built_and_passes_schemes_check() 
         }
     }
     assert!(failed.is_empty(), "{failed:#?}");
-    assert_eq!(verdicts.as_array().unwrap().len(), built.len());
+    assert_eq!(verdicts.as_array().unwrap().len(), checked.len());
 }
 
 #[test]

@@ -17,8 +17,10 @@ use {
 };
 
 #[cfg(feature = "calibrate")]
-use super::install_interrupt_handler;
-use engine::plan::{seconds, MAX_RUNTIME};
+use {
+    super::install_interrupt_handler,
+    engine::plan::{seconds, MAX_RUNTIME},
+};
 
 /// `pantheon calibrate`'s flags.
 #[derive(Args)]
