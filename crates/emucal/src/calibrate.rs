@@ -117,23 +117,27 @@ fn delivery_name<S: serde::Serializer>(d: &Delivery, s: S) -> Result<S::Ok, S::E
 fn delivery_from_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Delivery, D::Error> {
     let s = <String as serde::Deserialize>::deserialize(d)?;
     parse_delivery(&s).ok_or_else(|| {
-        serde::de::Error::custom(format!("delivery `{s}`: expected constant or poisson"))
+        serde::de::Error::custom(format!(
+            "delivery `{s}`: expected constant, poisson or even"
+        ))
     })
 }
 
-/// `constant` or `poisson`, as search logs and presets name them.
+/// `constant`, `poisson` or `even`, as search logs and presets name them.
 pub fn delivery_str(d: Delivery) -> &'static str {
     match d {
         Delivery::Trace => "constant",
         Delivery::Poisson => "poisson",
+        Delivery::Even => "even",
     }
 }
 
-/// Parses `constant` or `poisson`.
+/// Parses `constant`, `poisson` or `even`.
 pub fn parse_delivery(s: &str) -> Option<Delivery> {
     match s {
         "constant" => Some(Delivery::Trace),
         "poisson" => Some(Delivery::Poisson),
+        "even" => Some(Delivery::Even),
         _ => None,
     }
 }

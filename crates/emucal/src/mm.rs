@@ -149,6 +149,9 @@ pub enum Delivery {
     Trace,
     /// A Poisson process at the trace's mean rate (ours: `--uplink-delivery=poisson`).
     Poisson,
+    /// Evenly spaced at the trace's mean rate, ns resolution (ours: `--uplink-delivery=even`):
+    /// a constant-rate wire instead of whole milliseconds' opportunities at once.
+    Even,
 }
 
 /// Format of mm-link's `--uplink-log`/`--downlink-log` files.
@@ -189,9 +192,9 @@ pub struct LinkShell {
     pub uplink_log: Option<PathBuf>,
     /// `--downlink-log=FILE`.
     pub downlink_log: Option<PathBuf>,
-    /// `--uplink-delivery=trace|poisson` (ours).
+    /// `--uplink-delivery=trace|poisson|even` (ours).
     pub uplink_delivery: Delivery,
-    /// `--downlink-delivery=trace|poisson` (ours).
+    /// `--downlink-delivery=trace|poisson|even` (ours).
     pub downlink_delivery: Delivery,
     /// `--log-format=mahimahi|binary` (ours) for both logs.
     pub log_format: LogFormat,
@@ -274,8 +277,10 @@ impl LinkShell {
             ("uplink", self.uplink_delivery),
             ("downlink", self.downlink_delivery),
         ] {
-            if d == Delivery::Poisson {
-                w.push(format!("--{name}-delivery=poisson"));
+            match d {
+                Delivery::Trace => {}
+                Delivery::Poisson => w.push(format!("--{name}-delivery=poisson")),
+                Delivery::Even => w.push(format!("--{name}-delivery=even")),
             }
         }
         if self.log_format == LogFormat::Binary {
@@ -542,8 +547,9 @@ fn parse_delivery(name: &str, value: &str) -> Result<Delivery, MmError> {
     match value {
         "trace" => Ok(Delivery::Trace),
         "poisson" => Ok(Delivery::Poisson),
+        "even" => Ok(Delivery::Even),
         other => Err(syntax(format!(
-            "mm-link {name}: `{other}` is not `trace` or `poisson`"
+            "mm-link {name}: `{other}` is not `trace`, `poisson` or `even`"
         ))),
     }
 }
@@ -1094,9 +1100,11 @@ impl EmulatedPath {
                 Shell::Link(l) => {
                     let side = l.direction(direction);
                     let mut stage = LinkStage::new(side.trace, side.queue, seed).once(l.once);
-                    if side.delivery == Delivery::Poisson {
-                        stage = stage.poisson(seed);
-                    }
+                    stage = match side.delivery {
+                        Delivery::Trace => stage,
+                        Delivery::Poisson => stage.poisson(seed),
+                        Delivery::Even => stage.even(),
+                    };
                     if let Some(cross) = side.cross {
                         stage = stage.cross(cross);
                     }

@@ -131,8 +131,8 @@ pub struct LinkStage {
     finished: bool,
     /// Events not yet taken, when logging.
     log: Option<Vec<LinkEvent>>,
-    /// Poisson delivery instead of the trace's schedule.
-    poisson: Option<Box<PoissonSchedule>>,
+    /// Poisson or even delivery instead of the trace's schedule.
+    poisson: Option<Box<RateSchedule>>,
     /// Non-reactive cross traffic sharing the queue, and its arrivals the queue refused.
     cross: Option<Box<CrossSource>>,
     cross_refused: u64,
@@ -140,20 +140,34 @@ pub struct LinkStage {
     flows: Option<Box<RenoFlows>>,
 }
 
-/// Opportunities of a Poisson process: exponential gaps with the trace's mean gap.
+/// Opportunities at the trace's mean rate, at ns resolution: a Poisson process's (exponential
+/// gaps, `rng`) or evenly spaced ones (`rng` = `None`: every gap the mean, the fractions of a
+/// ns carried so that no time drifts).
 #[derive(Debug)]
-struct PoissonSchedule {
-    rng: SmallRng,
+struct RateSchedule {
+    rng: Option<SmallRng>,
     mean_gap_ns: f64,
+    /// The fraction of a ns the even gaps have not yet used.
+    carry: f64,
     /// Time of the next opportunity, ns.
     next: u64,
 }
 
-impl PoissonSchedule {
+impl RateSchedule {
     fn gap(&mut self) -> u64 {
-        // Exponential by inversion; 1 − u ∈ (0, 1].
-        let u: f64 = self.rng.random();
-        (-self.mean_gap_ns * (1.0 - u).ln()).round() as u64
+        match &mut self.rng {
+            Some(rng) => {
+                // Exponential by inversion; 1 − u ∈ (0, 1].
+                let u: f64 = rng.random();
+                (-self.mean_gap_ns * (1.0 - u).ln()).round() as u64
+            }
+            None => {
+                self.carry += self.mean_gap_ns;
+                let whole = self.carry.floor();
+                self.carry -= whole;
+                whole as u64
+            }
+        }
     }
 }
 
@@ -204,11 +218,26 @@ impl LinkStage {
     /// period ÷ opportunities, at ns resolution — the memoryless link of the paper's
     /// calibrated cellular emulators, without a trace's repetition. `--once` ends after as many
     /// opportunities as one pass of the trace has. `seed` seeds the gaps.
-    pub fn poisson(mut self, seed: u64) -> LinkStage {
+    pub fn poisson(self, seed: u64) -> LinkStage {
+        self.at_mean_rate(Some(SmallRng::seed_from_u64(seed ^ 0x5EED_0FD3_117E_5700)))
+    }
+
+    /// Even delivery (beyond Mahimahi): the trace's mean rate with every gap equal (period ÷
+    /// opportunities, ns resolution) — a link that serialises packets at a constant rate, as a
+    /// wire does, where a Mahimahi trace delivers whole milliseconds' opportunities at once (at
+    /// 50 Mbit/s, four or five packets each ms). An AQM whose threshold is about a millisecond
+    /// (DualPI2's 1 ms step) sees the queue a real link would. `--once` as for
+    /// [`LinkStage::poisson`].
+    pub fn even(self) -> LinkStage {
+        self.at_mean_rate(None)
+    }
+
+    fn at_mean_rate(mut self, rng: Option<SmallRng>) -> LinkStage {
         let mean_gap_ns = (self.period_ms * MS) as f64 / self.trace.len() as f64;
-        let mut schedule = PoissonSchedule {
-            rng: SmallRng::seed_from_u64(seed ^ 0x5EED_0FD3_117E_5700),
+        let mut schedule = RateSchedule {
+            rng,
             mean_gap_ns,
+            carry: 0.0,
             next: 0,
         };
         schedule.next = schedule.gap();
@@ -1423,6 +1452,44 @@ mod tests {
         }
         assert_eq!(exact.pop().unwrap().0, 28 * MS + 700_000);
         assert_eq!(ms.pop().unwrap().0, 28 * MS);
+    }
+
+    #[test]
+    fn even_delivery_spaces_the_trace_s_mean_rate_at_ns_resolution() {
+        // 50 Mbit/s: 25 opportunities in 6 ms, a gap of 240 µs each (a trace gives 4 or 5
+        // at each whole ms).
+        let trace = Trace::constant_rate(50.0).unwrap();
+        let mut l = LinkStage::new(&trace, QueueSpec::Infinite, 0)
+            .even()
+            .logged();
+        l.advance(1_000 * MS);
+        let mut events = Vec::new();
+        l.take_events(&mut events);
+        let times: Vec<u64> = events
+            .iter()
+            .map(|e| match e {
+                LinkEvent::Opportunity { t } => *t,
+                other => panic!("only opportunities expected, got {other:?}"),
+            })
+            .collect();
+        let mean = (trace.period_ms() * MS) as f64 / trace.opportunities_ms.len() as f64;
+        assert_eq!(times.len(), (1_000.0 * MS as f64 / mean) as usize);
+        for (i, t) in times.iter().enumerate() {
+            assert_eq!(
+                *t,
+                ((i + 1) as f64 * mean).floor() as u64,
+                "opportunity {i}"
+            );
+        }
+        // Three packets at once leave one gap apart, not together.
+        let mut p = Pipeline::new(vec![AnyStage::Link(
+            LinkStage::new(&trace, QueueSpec::Infinite, 0).even(),
+        )]);
+        let out = drive(&mut p, &[(0, 1500), (0, 1500), (0, 1500)], 100 * MS);
+        assert_eq!(
+            out.iter().map(|o| o.0).collect::<Vec<_>>(),
+            times[..3].to_vec()
+        );
     }
 
     #[test]
