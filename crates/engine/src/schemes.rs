@@ -253,7 +253,7 @@ pub struct Simulation {
 
 /// The names `[simulation] controller` takes.
 pub const SIMULATED_CONTROLLERS: &str =
-    "cubic, newreno, bbr, cubic_chromium, indigo, indigo_nocalib";
+    "cubic, newreno, bbr, cubic_chromium, prague, indigo, indigo_nocalib";
 
 /// The `[simulation] controller` names of Indigo's committed models (`indigo_controller::models::Trained`),
 /// known here whether or not this build has Indigo (feature `indigo`).
@@ -307,6 +307,11 @@ impl Simulated {
             }
         })
     }
+
+    /// Whether its flows are L4S's ([`sim::quic::Settings::l4s`]: quinn's Prague).
+    pub fn l4s(&self) -> bool {
+        matches!(self, Simulated::Quinn(c) if c.settings().l4s)
+    }
 }
 
 impl Side {
@@ -340,8 +345,8 @@ impl Scheme {
         }
         Err(s.and_then(|s| s.why_not.clone()).unwrap_or_else(|| {
             "its congestion control runs in a program of its own, on the operating system's \
-             clock; only schemes built on quinn-proto (quic, quic_newreno, quic_bbr, indigo) \
-             run in simulated time"
+             clock; only schemes built on quinn-proto (quic, quic_newreno, quic_bbr, \
+             quic_prague, indigo) run in simulated time"
                 .into()
         }))
     }

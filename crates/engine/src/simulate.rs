@@ -59,10 +59,12 @@ fn run(
     let setup = ns(plan.first_side_setup);
     let mut specs = Vec::new();
     for f in flows {
+        let simulated = f.scheme.check_simulated()?;
         specs.push(FlowSpec {
-            cc: f.scheme.check_simulated()?.factory()?,
+            cc: simulated.factory()?,
             start_ns: setup + ns(f.start),
             stop_ns: f.stop.map(|s| setup + ns(s)),
+            l4s: simulated.l4s(),
         });
     }
     let (up_log, down_log) = link_log_paths(dir, name, run_id);

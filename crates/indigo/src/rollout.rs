@@ -178,6 +178,7 @@ pub fn rollout(
             cc: Arc::new(factory),
             start_ns: 0,
             stop_ns: None,
+            l4s: false,
         }],
         seed,
         end_ns: run.secs * 1_000_000_000,

@@ -25,7 +25,7 @@
 //! let path = emucal::mm::EmulatedPath::load(shells, vec![]).unwrap();
 //! let config = SimConfig {
 //!     path: &path,
-//!     flows: vec![FlowSpec { cc: Controller::Cubic.factory(), start_ns: 0, stop_ns: None }],
+//!     flows: vec![FlowSpec { cc: Controller::Cubic.factory(), start_ns: 0, stop_ns: None, l4s: false }],
 //!     seed: 1,
 //!     end_ns: 200_000_000, // 0.2 s
 //!     drain_ns: 1_000_000_000,

@@ -57,6 +57,9 @@ pub struct FlowSpec {
     pub start_ns: u64,
     /// When both its ends stop, ns after the emulator's start; `None`: at the end of the run.
     pub stop_ns: Option<u64>,
+    /// An L4S flow ([`quic::Settings::l4s`]: ECT(1) on the wire, every packet acknowledged), as
+    /// [`quic::Controller::Prague`]'s scheme runs; `false` for the others.
+    pub l4s: bool,
 }
 
 impl std::fmt::Debug for FlowSpec {
@@ -64,6 +67,7 @@ impl std::fmt::Debug for FlowSpec {
         f.debug_struct("FlowSpec")
             .field("start_ns", &self.start_ns)
             .field("stop_ns", &self.stop_ns)
+            .field("l4s", &self.l4s)
             .finish_non_exhaustive()
     }
 }
@@ -594,12 +598,13 @@ pub fn simulate(
 /// `10.0.0.1:40000+i` and the server, its QUIC's random choices drawn from its number.
 fn flows(config: &SimConfig) -> Result<Vec<Flow>, SimError> {
     let mut flows = Vec::new();
-    // One packet size for every flow; the flow-control windows out of the way.
-    let settings = quic::Settings {
-        max_udp_payload: config.max_udp_payload,
-        ..quic::Settings::default()
-    };
     for (i, spec) in config.flows.iter().enumerate() {
+        // One packet size for every flow; the flow-control windows out of the way.
+        let settings = quic::Settings {
+            max_udp_payload: config.max_udp_payload,
+            l4s: spec.l4s,
+            ..quic::Settings::default()
+        };
         let id = u16::try_from(i + 1).map_err(|_| SimError::Flow {
             flow: u16::MAX,
             reason: "too many flows".into(),
@@ -712,7 +717,10 @@ impl Loop<'_> {
             if f.stopped || !f.started {
                 continue;
             }
-            let ecn = EcnCodepoint::from_bits(ecn.bits());
+            let mut ecn = EcnCodepoint::from_bits(ecn.bits());
+            if f.spec.l4s {
+                ecn = quic::l4s_from_wire(ecn);
+            }
             // The QUIC datagram, without copying: the packet's buffer past the headers.
             let mut quic = BytesMut::from(bytes::Bytes::from(pkt));
             quic.advance(frame::HEADERS);
@@ -764,7 +772,11 @@ impl Loop<'_> {
                     let Some(t) = conn.poll_transmit(at, 1, &mut buf) else {
                         break;
                     };
-                    let ecn = ecn_bits(t.ecn);
+                    let ecn = ecn_bits(if f.spec.l4s {
+                        quic::l4s_on_wire(t.ecn)
+                    } else {
+                        t.ecn
+                    });
                     let mut w = Wire {
                         path: &mut self.path,
                         sink: &mut *self.sink,
@@ -927,6 +939,7 @@ mod tests {
                 cc: controller.factory(),
                 start_ns: 0,
                 stop_ns: None,
+                l4s: false,
             }],
             seed,
             end_ns: secs * 1_000_000_000,
@@ -1151,11 +1164,13 @@ mod tests {
                 cc: Controller::Cubic.factory(),
                 start_ns: 0,
                 stop_ns: Some(2_000_000_000),
+                l4s: false,
             },
             FlowSpec {
                 cc: Controller::Bbr.factory(),
                 start_ns: 1_000_000_000,
                 stop_ns: None,
+                l4s: false,
             },
         ];
         let (_, sink) = run(&c);

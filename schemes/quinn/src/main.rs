@@ -14,6 +14,10 @@
 //! 1436 bytes = the tunnel's 1464-byte IP MTU − 20 bytes IPv4 − 8 bytes UDP) and path-MTU
 //! discovery is off, so no datagram is ever larger than the tunnel carries.
 //!
+//! `--cc prague` (the `quic_prague` scheme, L4S): Prague's control law (`sim::quic::prague`) with
+//! ECT(1) on every datagram quinn marks ECT(0) (the socket changes the codepoint both ways, as
+//! quinn-proto sends and validates only ECT(0)) and every packet acknowledged.
+//!
 //! `--cc cubic-chromium` (the `quic` scheme) runs the congestion controller of the QUIC Pantheon
 //! ran, Chromium's `TcpCubicSenderBytes` of 2017, ported (two emulated connections, hybrid slow
 //! start, initial window 32 × 1 460 bytes, ceiling 2 000 × 1 460), with its 1 350-byte packets
@@ -53,6 +57,8 @@ use indigo_controller::models::Trained;
 use pantheon_scheme_wrapper::transfers::{serve, Transport, WorkloadArgs};
 use pantheon_scheme_wrapper::{Recorder, Side};
 use quinn::Endpoint;
+
+mod l4s;
 use sim::quic::{
     client_config, server_config, transport_config, Controller, Factory, Settings, SERVER_NAME,
 };
@@ -94,6 +100,9 @@ enum Cc {
     Bbr,
     Indigo,
     IndigoNocalib,
+    /// Prague (`sim::quic::prague`), L4S: ECT(1) on the wire, every packet acknowledged — the
+    /// `quic_prague` scheme.
+    Prague,
 }
 
 impl Cli {
@@ -104,6 +113,7 @@ impl Cli {
             Cc::CubicChromium => Some(Controller::CubicChromium),
             Cc::Newreno => Some(Controller::NewReno),
             Cc::Bbr => Some(Controller::Bbr),
+            Cc::Prague => Some(Controller::Prague),
             Cc::Indigo | Cc::IndigoNocalib => None,
         }
     }
@@ -173,7 +183,7 @@ async fn receive(cli: &Cli, port: u16) -> Result<()> {
         config.transport_config(t);
     }
     let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
-    let endpoint = Endpoint::server(config, addr).with_context(|| format!("binding {addr}"))?;
+    let endpoint = endpoint(addr, Some(config), cli.settings().l4s)?;
     eprintln!("pantheon-quinn: receiver listening on {addr}");
     let record = cli.workload.receiver_record()?;
     while let Some(incoming) = endpoint.accept().await {
@@ -231,7 +241,11 @@ async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
     if let Some(t) = qlogged(cc, cli.settings(), "sender")? {
         config.transport_config(t);
     }
-    let mut endpoint = Endpoint::client(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))?;
+    let mut endpoint = endpoint(
+        SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+        None,
+        cli.settings().l4s,
+    )?;
     endpoint.set_default_client_config(config);
     // The receiver may still be starting: retry the handshake for a while, as Pantheon's
     // QUIC wrapper retried its client.
@@ -256,6 +270,22 @@ async fn send(cli: &Cli, server: SocketAddr) -> Result<()> {
     loop {
         stream.write_all(&chunk).await.context("sending")?;
     }
+}
+
+/// A QUIC endpoint on a UDP socket bound to `addr`, a server with `server`'s configuration;
+/// with `l4s`, L4S's I/O ([`l4s::endpoint`]). Errors if the address cannot be bound.
+fn endpoint(addr: SocketAddr, server: Option<quinn::ServerConfig>, l4s: bool) -> Result<Endpoint> {
+    if l4s {
+        return l4s::endpoint(addr, server);
+    }
+    let socket = std::net::UdpSocket::bind(addr).with_context(|| format!("binding {addr}"))?;
+    let runtime = Arc::new(quinn::TokioRuntime);
+    Ok(Endpoint::new(
+        quinn::EndpointConfig::default(),
+        server,
+        socket,
+        runtime,
+    )?)
 }
 
 /// The flow's one connection: each transfer on a bidirectional stream of its own, after the

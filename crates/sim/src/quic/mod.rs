@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
-use quinn_proto::{TransportConfig, VarInt};
+use quinn_proto::{AckFrequencyConfig, EcnCodepoint, TransportConfig, VarInt};
 
 /// A factory of a flow's congestion controller, as quinn-proto's transport settings take it:
 /// one of [`Controller`]'s or any other (`indigo`'s learned controller).
@@ -36,27 +36,33 @@ pub enum Controller {
     /// connections, hybrid slow start, an initial window of 32 and a ceiling of 2 000 packets
     /// of 1 460 bytes): the `quic` scheme.
     CubicChromium,
+    /// Prague ([`prague::Prague`], RFC 9331 §4.3's L4S controller, after Linux's TCP Prague):
+    /// the `quic_prague` scheme, with [`Settings::l4s`].
+    Prague,
 }
 
 pub mod chromium_2017;
+pub mod prague;
 
 impl Controller {
     /// Every controller of quinn-proto a scheme names.
-    pub const ALL: [Controller; 4] = [
+    pub const ALL: [Controller; 5] = [
         Controller::Cubic,
         Controller::NewReno,
         Controller::Bbr,
         Controller::CubicChromium,
+        Controller::Prague,
     ];
 
-    /// `cubic`, `newreno`, `bbr` or `cubic_chromium`: the name scheme descriptors' `[simulation]`
-    /// uses (`pantheon-quinn --cc` spells `cubic_chromium` as `cubic-chromium`).
+    /// `cubic`, `newreno`, `bbr`, `cubic_chromium` or `prague`: the name scheme descriptors'
+    /// `[simulation]` uses (`pantheon-quinn --cc` spells `cubic_chromium` as `cubic-chromium`).
     pub fn name(self) -> &'static str {
         match self {
             Controller::Cubic => "cubic",
             Controller::NewReno => "newreno",
             Controller::Bbr => "bbr",
             Controller::CubicChromium => "cubic_chromium",
+            Controller::Prague => "prague",
         }
     }
 
@@ -72,18 +78,24 @@ impl Controller {
             Controller::NewReno => Arc::new(NewRenoConfig::default()),
             Controller::Bbr => Arc::new(BbrConfig::default()),
             Controller::CubicChromium => Arc::new(chromium_2017::Config::default()),
+            Controller::Prague => Arc::new(prague::PragueConfig::default()),
         }
     }
 
     /// The transport settings its scheme runs with: Chromium 2017's packet size and
-    /// flow-control windows for [`Controller::CubicChromium`], [`Settings::default`] for the
-    /// others.
+    /// flow-control windows for [`Controller::CubicChromium`], L4S's ECT(1) and an ACK of every
+    /// packet for [`Controller::Prague`], [`Settings::default`] for the others.
     pub fn settings(self) -> Settings {
         match self {
             Controller::CubicChromium => Settings {
                 max_udp_payload: chromium_2017::UDP_PAYLOAD,
                 stream_window: chromium_2017::STREAM_WINDOW,
                 connection_window: chromium_2017::CONNECTION_WINDOW,
+                l4s: false,
+            },
+            Controller::Prague => Settings {
+                l4s: true,
+                ..Settings::default()
             },
             _ => Settings::default(),
         }
@@ -107,6 +119,12 @@ pub struct Settings {
     pub stream_window: u32,
     /// The flow-control receive window of the connection, bytes (also the send window).
     pub connection_window: u32,
+    /// L4S (RFC 9331): packets carry ECT(1) on the wire where quinn marks ECT(0) (both ends
+    /// map the codepoint: [`l4s_on_wire`] when sending, [`l4s_from_wire`] when receiving), and
+    /// each end asks its peer to acknowledge every packet (the ACK-frequency extension,
+    /// threshold 0), so that an ACK frame's CE count is about the packet it acknowledges
+    /// ([`prague`]). Both ends of a flow must agree.
+    pub l4s: bool,
 }
 
 impl Default for Settings {
@@ -116,7 +134,29 @@ impl Default for Settings {
             max_udp_payload: MAX_UDP_PAYLOAD,
             stream_window: WINDOW,
             connection_window: WINDOW,
+            l4s: false,
         }
+    }
+}
+
+/// The ECN codepoint an L4S flow's datagram carries on the wire, for the one quinn gives it:
+/// ECT(0) becomes ECT(1) (L4S's identifier, RFC 9331 §5.1); Not-ECT and CE stay. quinn-proto
+/// (0.11) sends only ECT(0) and validates its peer's counts as ECT(0)'s, so the codepoint is
+/// changed in the I/O, not in the connection.
+pub fn l4s_on_wire(ecn: Option<EcnCodepoint>) -> Option<EcnCodepoint> {
+    match ecn {
+        Some(EcnCodepoint::Ect0) => Some(EcnCodepoint::Ect1),
+        other => other,
+    }
+}
+
+/// The codepoint an L4S flow's end hands quinn-proto for a received datagram: ECT(1) back to
+/// ECT(0), which its ECN validation expects (it counts ECT(1) as corruption and would stop
+/// using ECN); CE stays CE, so marks are counted and answered.
+pub fn l4s_from_wire(ecn: Option<EcnCodepoint>) -> Option<EcnCodepoint> {
+    match ecn {
+        Some(EcnCodepoint::Ect1) => Some(EcnCodepoint::Ect0),
+        other => other,
     }
 }
 
@@ -125,12 +165,14 @@ impl Default for Settings {
 /// path-MTU discovery off, so no datagram is larger than the tunnel carries; the flow-control
 /// windows of `settings` (by default out of the way, [`WINDOW`]); idle timeout 120 s with
 /// keep-alives every 5 s; up to 100 000 concurrent bidirectional streams (a Poisson workload may
-/// have many transfers in flight).
+/// have many transfers in flight); with `settings.l4s`, the peer asked to acknowledge every
+/// packet.
 pub fn transport_config(cc: Factory, settings: Settings) -> TransportConfig {
     let Settings {
         max_udp_payload,
         stream_window,
         connection_window,
+        l4s,
     } = settings;
     let mut t = TransportConfig::default();
     t.congestion_controller_factory(cc)
@@ -143,6 +185,11 @@ pub fn transport_config(cc: Factory, settings: Settings) -> TransportConfig {
         .max_idle_timeout(Some(VarInt::from_u32(120_000).into()))
         .keep_alive_interval(Some(Duration::from_secs(5)))
         .max_concurrent_bidi_streams(VarInt::from_u32(100_000));
+    if l4s {
+        let mut each = AckFrequencyConfig::default();
+        each.ack_eliciting_threshold(VarInt::from_u32(0));
+        t.ack_frequency_config(Some(each));
+    }
     t
 }
 
