@@ -14,6 +14,7 @@
 //! buffer_bdp = [0.5, 2]             # DropTail queue each way, in BDPs (or buffer_packets)
 //! loss = [0]                        # uplink i.i.d. loss rate (mm-loss uplink)
 //! emulators = ["nepal-aws-india"]   # and named emulators (`pantheon emulators`), as they are
+//! link_args = "--uplink-queue=dualpi2 --uplink-queue-args=limit=1000"  # more mm-link arguments
 //!
 //! [mixes]
 //! primaries = ["cubic", "bbr"]      # each primary against each contender: "PRIMARY CONTENDER"
@@ -129,6 +130,12 @@ pub struct Environments {
     /// Named emulators of the library (`pantheon emulators`), each one environment.
     #[serde(default)]
     pub emulators: Vec<String>,
+    /// More mm-link arguments for every grid cell, as `--extra-mm-link-args` takes them, after
+    /// the buffer's DropTail queues (so they may replace one): another queue discipline
+    /// (`--uplink-queue=dualpi2 --uplink-queue-args=limit=1000`), the delivery
+    /// (`--uplink-delivery=even`), cross traffic. Checked when the sweep is planned.
+    #[serde(default)]
+    pub link_args: String,
 }
 
 /// The flow mixes.

@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use emucal::emulator::Emulator;
-use emucal::mm::{LinkDirection, LinkShell, Shell};
-use emucal::queue::QueueSpec;
 use engine::experiment::{Local, ResultsDir};
 use engine::plan::{
     seconds, ExperimentPlan, Reuse, DRAIN_TIMEOUT_S, FIRST_SIDE_SETUP_S, MAX_RUNTIME,
@@ -38,6 +36,9 @@ pub struct Environment {
     pub loss: f64,
     /// A named emulator of the library.
     pub emulator: Option<String>,
+    /// More mm-link arguments of a grid cell (the sweep file's `link_args`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub link_args: String,
 }
 
 impl Environment {
@@ -72,25 +73,26 @@ impl Environment {
     /// The emulated path of a grid cell, its trace in `traces`: `mm-delay RTT/2`, `mm-loss
     /// uplink LOSS` when there is loss, and mm-link over the constant-rate trace both ways with
     /// a DropTail queue of `buffer_packets` each way when the cell has a buffer (else infinite,
-    /// as mm-link's default). `None` for a named emulator ([`engine::experiment::preset`]).
-    pub fn emulator(&self, traces: &Path) -> Option<Emulator> {
-        let trace = self.trace(traces)?;
-        let mut shells = vec![Shell::Delay {
-            ms: u64::from(self.rtt_ms.unwrap_or(0) / 2),
-        }];
+    /// as mm-link's default), then the cell's `link_args`. `Ok(None)` for a named emulator
+    /// ([`engine::experiment::preset`]); errors if `link_args` are not mm-link's.
+    pub fn emulator(&self, traces: &Path) -> Result<Option<Emulator>, emucal::mm::MmError> {
+        let Some(trace) = self.trace(traces) else {
+            return Ok(None);
+        };
+        let mut prepend = format!("mm-delay {}", self.rtt_ms.unwrap_or(0) / 2);
         if self.loss > 0.0 {
-            shells.push(Shell::Loss {
-                direction: LinkDirection::Uplink,
-                rate: self.loss,
-            });
+            prepend.push_str(&format!(" mm-loss uplink {}", self.loss));
         }
-        let mut link = LinkShell::new(trace.clone(), trace);
+        let mut link_args = String::new();
         if let Some(p) = self.buffer_packets {
-            link.uplink_queue = QueueSpec::droptail_packets(p.into());
-            link.downlink_queue = QueueSpec::droptail_packets(p.into());
+            link_args = format!(
+                "--uplink-queue=droptail --uplink-queue-args=packets={p} \
+                 --downlink-queue=droptail --downlink-queue-args=packets={p}"
+            );
         }
-        shells.push(Shell::Link(Box::new(link)));
-        Some(Emulator::new(shells))
+        link_args.push(' ');
+        link_args.push_str(&self.link_args);
+        Emulator::from_pantheon_flags(&prepend, &trace, &trace, &link_args, "").map(Some)
     }
 }
 
@@ -259,6 +261,10 @@ impl SweepPlan {
         for e in self.environments.iter().filter_map(|e| e.emulator.as_ref()) {
             emucal::presets::find(e).map_err(|m| anyhow::anyhow!("environments.emulators: {m}"))?;
         }
+        if let Some(cell) = self.environments.iter().find(|e| e.emulator.is_none()) {
+            cell.emulator(Path::new("traces"))
+                .map_err(|m| anyhow::anyhow!("environments.link_args: {m}"))?;
+        }
         Ok(())
     }
 
@@ -270,7 +276,10 @@ impl SweepPlan {
     pub fn experiment(&self, dir: &Path, p: &Point, data_dir: &Path) -> anyhow::Result<Local> {
         let mix = engine::mix::parse_short(&p.mix).with_context(|| format!("mix `{}`", p.mix))?;
         let env = &self.environments[p.env];
-        let (emulator, write_traces) = match (&env.emulator, env.emulator(&Self::traces_dir(dir))) {
+        let cell = env
+            .emulator(&Self::traces_dir(dir))
+            .with_context(|| format!("environment {}: link_args", env.label()))?;
+        let (emulator, write_traces) = match (&env.emulator, cell) {
             (Some(name), _) => engine::experiment::preset(name, data_dir)?,
             (None, Some(emulator)) => (emulator, Vec::new()),
             (None, None) => bail!("environment {} has no rate and no emulator", env.label()),
@@ -334,6 +343,7 @@ fn environments(file: &SweepFile) -> Vec<Environment> {
                         buffer_packets,
                         loss,
                         emulator: None,
+                        link_args: e.link_args.clone(),
                     });
                 }
             }
@@ -346,6 +356,7 @@ fn environments(file: &SweepFile) -> Vec<Environment> {
         buffer_packets: None,
         loss: 0.0,
         emulator: Some(name.clone()),
+        link_args: String::new(),
     }));
     out
 }
@@ -456,13 +467,39 @@ list = ["cubic cubic+60"]
             buffer_packets: None,
             loss: 0.013,
             emulator: None,
+            link_args: String::new(),
         };
         let t = Path::new("/t/12.5mbps.trace");
         assert_eq!(
-            lossy.emulator(Path::new("/t")).unwrap(),
+            lossy.emulator(Path::new("/t")).unwrap().unwrap(),
             Emulator::from_pantheon_flags("mm-delay 20 mm-loss uplink 0.013", t, t, "", "")
                 .unwrap()
         );
+        // `link_args` go after the buffer's queues: DualPI2 with even delivery.
+        let l4s = Environment {
+            buffer_packets: Some(33),
+            link_args: "--uplink-queue=dualpi2 --uplink-queue-args=limit=1000 \
+                        --uplink-delivery=even"
+                .into(),
+            ..lossy.clone()
+        };
+        let line = l4s
+            .emulator(Path::new("/t"))
+            .unwrap()
+            .unwrap()
+            .command_line();
+        assert!(
+            line.contains("--uplink-queue=dualpi2 --uplink-queue-args=limit=1000,")
+                && line.contains("--downlink-queue=droptail --downlink-queue-args=packets=33")
+                && line.contains("--uplink-delivery=even"),
+            "{line}"
+        );
+        let typo = Environment {
+            link_args: "--uplink-queue=dualpi3".into(),
+            ..lossy
+        };
+        let err = typo.emulator(Path::new("/t")).unwrap_err().to_string();
+        assert!(err.contains("dualpi3"), "{err}");
         let last = plan.points.last().unwrap();
         let x = plan.experiment(dir, last, Path::new("/t")).unwrap();
         assert_eq!(x.preset.as_deref(), Some("nepal-aws-india"));
