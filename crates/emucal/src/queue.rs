@@ -590,9 +590,12 @@ impl CoDel {
     /// packet popped is always the one returned, and every packet popped while dropping is
     /// discarded, including the last one that the reference algorithm would deliver.
     ///
-    /// With `ecn=1`, as Linux's `codel_dequeue`: where a drop falls due and the packet being
-    /// delivered is ECN-capable, it is marked CE instead (counted in `marked`), the next drop is
-    /// scheduled by the control law as after a drop, and nothing more is popped this time.
+    /// With `ecn=1`, as Linux's `codel_dequeue` (which never drops an ECN-capable packet in ECN
+    /// mode): where a drop falls due and the packet being delivered is ECN-capable, it is marked
+    /// CE instead (counted in `marked`); else, if the drop's victim (the packet behind it, by
+    /// the quirk above) is ECN-capable, the victim is marked where it waits. Either way the next
+    /// drop is scheduled by the control law as after a drop, and nothing more is popped this
+    /// time.
     fn dequeue(
         &mut self,
         fifo: &mut Fifo,
@@ -602,32 +605,25 @@ impl CoDel {
     ) -> Option<(u64, Packet)> {
         let (mut first, ok_to_drop) = self.dodequeue(fifo, now);
         let head = &mut first.as_mut()?.1;
-        let mut mark = |c: &CoDel| c.ecn && mark_ce(&mut head[..], marked);
-        let mut discard = |c: &mut CoDel| {
-            let (p, ok) = c.dodequeue(fifo, now);
-            *dropped += u64::from(p.is_some());
-            ok
-        };
         if self.dropping {
             if !ok_to_drop {
                 self.dropping = false;
             }
             while now >= self.drop_next && self.dropping {
                 self.count = self.count.wrapping_add(1);
-                if mark(self) {
-                    self.drop_next = self.control_law(self.drop_next);
-                    break;
-                }
-                if discard(self) {
-                    self.drop_next = self.control_law(self.drop_next);
-                } else {
-                    self.dropping = false;
+                match self.signal(head, fifo, now, dropped, marked) {
+                    Signal::Marked => {
+                        self.drop_next = self.control_law(self.drop_next);
+                        break;
+                    }
+                    Signal::Dropped { ok_to_drop: true } => {
+                        self.drop_next = self.control_law(self.drop_next);
+                    }
+                    Signal::Dropped { .. } => self.dropping = false,
                 }
             }
         } else if ok_to_drop {
-            if !mark(self) {
-                discard(self);
-            }
+            self.signal(head, fifo, now, dropped, marked);
             self.dropping = true;
             let delta = self.count.wrapping_sub(self.lastcount);
             self.count = if delta > 1 && now.wrapping_sub(self.drop_next) < 16 * self.interval {
@@ -641,10 +637,43 @@ impl CoDel {
         first
     }
 
+    /// A drop falls due: with `ecn=1`, the delivered `head` marked if ECN-capable, else the
+    /// victim behind it marked in place if it is; otherwise the victim popped and discarded
+    /// (counted in `dropped`), with whether CoDel may go on dropping.
+    fn signal(
+        &mut self,
+        head: &mut Packet,
+        fifo: &mut Fifo,
+        now: u64,
+        dropped: &mut u64,
+        marked: &mut u64,
+    ) -> Signal {
+        if self.ecn
+            && (mark_ce(&mut head[..], marked)
+                || fifo
+                    .items
+                    .front_mut()
+                    .is_some_and(|(_, victim)| mark_ce(&mut victim[..], marked)))
+        {
+            return Signal::Marked;
+        }
+        let (victim, ok_to_drop) = self.dodequeue(fifo, now);
+        *dropped += u64::from(victim.is_some());
+        Signal::Dropped { ok_to_drop }
+    }
+
     /// `t + interval / sqrt(count)`, truncated to ms.
     fn control_law(&self, t: u64) -> u64 {
         t + (self.interval as f64 / f64::from(self.count).sqrt()) as u64
     }
+}
+
+/// What CoDel did where a drop fell due ([`CoDel::signal`]).
+enum Signal {
+    /// A packet was marked CE instead.
+    Marked,
+    /// The victim was discarded (if there was one); whether CoDel may go on dropping.
+    Dropped { ok_to_drop: bool },
 }
 
 /// PIE state (Mahimahi's `pie_packet_queue.cc`), times in integer ms, rates in bytes/ms.
@@ -1018,6 +1047,30 @@ mod tests {
         assert_eq!((q.dropped(), q.marked()), (0, 3));
         q.dequeue(340 * MS);
         assert_eq!(q.marked(), 4);
+    }
+
+    #[test]
+    fn codel_with_ecn_marks_an_ecn_capable_victim_behind_a_not_ect_head() {
+        // Not-ECT and ECT(0) packets alternate. At 110 ms the delivered packet (10) is Not-ECT:
+        // Mahimahi's quirk makes the packet behind it (11, ECT(0)) the victim, which is marked
+        // where it waits, not dropped. At 210 ms the delivered packet (20) is Not-ECT again and
+        // 21 is marked; nothing is lost.
+        const MS: u64 = super::MS;
+        let spec = QueueSpec::parse("codel", "packets=100, target=5, interval=100, ecn=1").unwrap();
+        let mut q = PacketQueue::new(spec, 0);
+        for i in 0..60u8 {
+            q.enqueue(0, ip_packet(i, if i % 2 == 0 { 0b00 } else { 0b10 }));
+        }
+        let mut ce = Vec::new();
+        for k in 1..=25u64 {
+            let (_, p) = q.dequeue(k * 10 * MS).unwrap();
+            assert_eq!(p[5], (k - 1) as u8, "delivered in order, none dropped");
+            if ecn::codepoint(&p) == Some(ecn::Codepoint::Ce) {
+                ce.push(p[5]);
+            }
+        }
+        assert_eq!(ce, vec![11, 21]);
+        assert_eq!((q.dropped(), q.marked()), (0, 2));
     }
 
     #[test]
