@@ -253,7 +253,7 @@ pub struct Simulation {
 
 /// The names `[simulation] controller` takes.
 pub const SIMULATED_CONTROLLERS: &str =
-    "cubic, newreno, bbr, cubic_chromium, prague, indigo, indigo_nocalib";
+    "cubic, newreno, bbr, cubic_chromium, prague, ce_blind, indigo, indigo_nocalib";
 
 /// The `[simulation] controller` names of Indigo's committed models (`indigo_controller::models::Trained`),
 /// known here whether or not this build has Indigo (feature `indigo`).

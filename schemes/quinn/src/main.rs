@@ -57,11 +57,11 @@ use indigo_controller::models::Trained;
 use pantheon_scheme_wrapper::transfers::{serve, Transport, WorkloadArgs};
 use pantheon_scheme_wrapper::{Recorder, Side};
 use quinn::Endpoint;
-
-mod l4s;
 use sim::quic::{
     client_config, server_config, transport_config, Controller, Factory, Settings, SERVER_NAME,
 };
+
+mod l4s;
 
 /// Command line, in Pantheon's wrapper shape.
 #[derive(Parser)]
@@ -103,6 +103,8 @@ enum Cc {
     /// Prague (`sim::quic::prague`), L4S: ECT(1) on the wire, every packet acknowledged — the
     /// `quic_prague` scheme.
     Prague,
+    /// NewReno that ignores CE marks (`sim::quic::ce_blind`): the `quic_ce_blind` scheme.
+    CeBlind,
 }
 
 impl Cli {
@@ -114,6 +116,7 @@ impl Cli {
             Cc::Newreno => Some(Controller::NewReno),
             Cc::Bbr => Some(Controller::Bbr),
             Cc::Prague => Some(Controller::Prague),
+            Cc::CeBlind => Some(Controller::CeBlind),
             Cc::Indigo | Cc::IndigoNocalib => None,
         }
     }

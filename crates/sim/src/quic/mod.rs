@@ -39,22 +39,27 @@ pub enum Controller {
     /// Prague ([`prague::Prague`], RFC 9331 §4.3's L4S controller, after Linux's TCP Prague):
     /// the `quic_prague` scheme, with [`Settings::l4s`].
     Prague,
+    /// NewReno that ignores CE marks ([`ce_blind::CeBlind`]): `quic_ce_blind`, an ECN-capable
+    /// flow that does not answer marks.
+    CeBlind,
 }
 
+pub mod ce_blind;
 pub mod chromium_2017;
 pub mod prague;
 
 impl Controller {
     /// Every controller of quinn-proto a scheme names.
-    pub const ALL: [Controller; 5] = [
+    pub const ALL: [Controller; 6] = [
         Controller::Cubic,
         Controller::NewReno,
         Controller::Bbr,
         Controller::CubicChromium,
         Controller::Prague,
+        Controller::CeBlind,
     ];
 
-    /// `cubic`, `newreno`, `bbr`, `cubic_chromium` or `prague`: the name scheme descriptors'
+    /// `cubic`, `newreno`, `bbr`, `cubic_chromium`, `prague` or `ce_blind`: the name scheme descriptors'
     /// `[simulation]` uses (`pantheon-quinn --cc` spells `cubic_chromium` as `cubic-chromium`).
     pub fn name(self) -> &'static str {
         match self {
@@ -63,6 +68,7 @@ impl Controller {
             Controller::Bbr => "bbr",
             Controller::CubicChromium => "cubic_chromium",
             Controller::Prague => "prague",
+            Controller::CeBlind => "ce_blind",
         }
     }
 
@@ -79,6 +85,7 @@ impl Controller {
             Controller::Bbr => Arc::new(BbrConfig::default()),
             Controller::CubicChromium => Arc::new(chromium_2017::Config::default()),
             Controller::Prague => Arc::new(prague::PragueConfig::default()),
+            Controller::CeBlind => Arc::new(ce_blind::CeBlindConfig::default()),
         }
     }
 
