@@ -1454,24 +1454,28 @@ mod tests {
         assert_eq!(ms.pop().unwrap().0, 28 * MS);
     }
 
-    #[test]
-    fn even_delivery_spaces_the_trace_s_mean_rate_at_ns_resolution() {
-        // 50 Mbit/s: 25 opportunities in 6 ms, a gap of 240 µs each (a trace gives 4 or 5
-        // at each whole ms).
-        let trace = Trace::constant_rate(50.0).unwrap();
-        let mut l = LinkStage::new(&trace, QueueSpec::Infinite, 0)
-            .even()
-            .logged();
-        l.advance(1_000 * MS);
+    /// The times of `link`'s delivery opportunities (ns) over its first `ms` milliseconds, with
+    /// no packets: every event it logs must be an opportunity.
+    fn opportunity_times(link: LinkStage, ms: u64) -> Vec<u64> {
+        let mut l = link.logged();
+        l.advance(ms * MS);
         let mut events = Vec::new();
         l.take_events(&mut events);
-        let times: Vec<u64> = events
+        events
             .iter()
             .map(|e| match e {
                 LinkEvent::Opportunity { t } => *t,
                 other => panic!("only opportunities expected, got {other:?}"),
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn even_delivery_spaces_the_trace_s_mean_rate_at_ns_resolution() {
+        // 50 Mbit/s: 25 opportunities in 6 ms, a gap of 240 µs each (a trace gives 4 or 5
+        // at each whole ms).
+        let trace = Trace::constant_rate(50.0).unwrap();
+        let times = opportunity_times(LinkStage::new(&trace, QueueSpec::Infinite, 0).even(), 1_000);
         let mean = (trace.period_ms() * MS) as f64 / trace.opportunities_ms.len() as f64;
         assert_eq!(times.len(), (1_000.0 * MS as f64 / mean) as usize);
         for (i, t) in times.iter().enumerate() {
@@ -1496,19 +1500,8 @@ mod tests {
     fn poisson_delivery_keeps_the_mean_rate_with_exponential_gaps() {
         // 12 Mbit/s trace: one opportunity per ms on average.
         let trace = Trace::constant_rate(12.0).unwrap();
-        let mut l = LinkStage::new(&trace, QueueSpec::Infinite, 0)
-            .poisson(7)
-            .logged();
-        l.advance(100_000 * MS);
-        let mut events = Vec::new();
-        l.take_events(&mut events);
-        let times: Vec<u64> = events
-            .iter()
-            .map(|e| match e {
-                LinkEvent::Opportunity { t } => *t,
-                other => panic!("only opportunities expected, got {other:?}"),
-            })
-            .collect();
+        let poisson = |seed| LinkStage::new(&trace, QueueSpec::Infinite, 0).poisson(seed);
+        let times = opportunity_times(poisson(7), 100_000);
         let n = times.len() as f64;
         assert!(
             (n - 100_000.0).abs() < 1_500.0,
@@ -1521,13 +1514,7 @@ mod tests {
         assert!((sd / mean - 1.0).abs() < 0.05, "sd/mean = {}", sd / mean);
         // Not on whole ms, and a different seed gives a different schedule.
         assert!(times.iter().any(|t| t % MS != 0));
-        let mut other = LinkStage::new(&trace, QueueSpec::Infinite, 0)
-            .poisson(8)
-            .logged();
-        other.advance(10 * MS);
-        let mut e2 = Vec::new();
-        other.take_events(&mut e2);
-        assert_ne!(e2.first(), events.first());
+        assert_ne!(opportunity_times(poisson(8), 10).first(), times.first());
         // Packets still wait for an opportunity after their arrival.
         let mut p = Pipeline::new(vec![AnyStage::Link(
             LinkStage::new(&trace, QueueSpec::Infinite, 0).poisson(7),
