@@ -38,6 +38,9 @@ done
 echo ">> source schemes (mirror: ${PANTHEON_SOURCE_MIRROR:-none})"
 pantheon schemes setup $(pantheon schemes list --source --names) ||
   echo ">> some source schemes could not be set up here: tests/source_schemes.rs names them"
+# tests/rootless.rs runs experiments as an ordinary user: that needs /dev/net/tun open to every
+# user, as udev leaves it on desktop distributions (0666) and some containers do not.
+chmod 0666 /dev/net/tun
 cargo test --release --locked --workspace
 # The short fault-injection soak (issue 34): at least 20 runs hit by SIGKILL, SIGTERM, a crashing
 # or hanging scheme or a full disk, each followed by the invariants (nothing left, nothing lost,

@@ -87,27 +87,33 @@ pub fn header(
 }
 
 /// Appends one event's line to `out` (`T + LEN`, `T d N B`, `T # 1504`, `T - LEN DELAY`;
-/// cross traffic's `T c+ LEN`, `T cd N B`, `T c- LEN DELAY`; ECN's `T m LEN`).
+/// cross traffic's `T c+ LEN`, `T cd N B`, `T c- LEN DELAY`; ECN's `T m LEN`). Numbers are
+/// written with `itoa` (a line per packet at up to millions of packets a second).
 pub fn format_event(event: &LinkEvent, out: &mut Vec<u8>) {
-    // Writing into a Vec cannot fail.
-    let _ = match *event {
-        LinkEvent::Arrival { t, bytes } => writeln!(out, "{} + {bytes}", t / MS),
-        LinkEvent::CrossArrival { t, bytes } => writeln!(out, "{} c+ {bytes}", t / MS),
-        LinkEvent::Drop { t, packets, bytes } => {
-            writeln!(out, "{} d {packets} {bytes}", t / MS)
-        }
-        LinkEvent::CrossDrop { t, packets, bytes } => {
-            writeln!(out, "{} cd {packets} {bytes}", t / MS)
-        }
-        LinkEvent::Opportunity { t } => writeln!(out, "{} # {OPPORTUNITY_BYTES}", t / MS),
+    let mut digits = itoa::Buffer::new();
+    let mut num = |out: &mut Vec<u8>, v: u64| out.extend_from_slice(digits.format(v).as_bytes());
+    let (t, word, a, b) = match *event {
+        LinkEvent::Arrival { t, bytes } => (t, "+", Some(bytes), None),
+        LinkEvent::CrossArrival { t, bytes } => (t, "c+", Some(bytes), None),
+        LinkEvent::Drop { t, packets, bytes } => (t, "d", Some(packets), Some(bytes)),
+        LinkEvent::CrossDrop { t, packets, bytes } => (t, "cd", Some(packets), Some(bytes)),
+        LinkEvent::Opportunity { t } => (t, "#", Some(OPPORTUNITY_BYTES as u64), None),
         LinkEvent::Departure { t, bytes, arrival } => {
-            writeln!(out, "{} - {bytes} {}", t / MS, t / MS - arrival / MS)
+            (t, "-", Some(bytes), Some(t / MS - arrival / MS))
         }
         LinkEvent::CrossDeparture { t, bytes, arrival } => {
-            writeln!(out, "{} c- {bytes} {}", t / MS, t / MS - arrival / MS)
+            (t, "c-", Some(bytes), Some(t / MS - arrival / MS))
         }
-        LinkEvent::Marked { t, bytes } => writeln!(out, "{} m {bytes}", t / MS),
+        LinkEvent::Marked { t, bytes } => (t, "m", Some(bytes), None),
     };
+    num(out, t / MS);
+    out.push(b' ');
+    out.extend_from_slice(word.as_bytes());
+    for v in [a, b].into_iter().flatten() {
+        out.push(b' ');
+        num(out, v);
+    }
+    out.push(b'\n');
 }
 
 /// The high bit of a binary record's kind: cross traffic.

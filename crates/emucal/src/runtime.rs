@@ -2,6 +2,13 @@
 //! and one ferry thread per direction that moves packets through that direction's
 //! [`Pipeline`] on a nanosecond monotonic clock.
 //!
+//! The devices are opened with offload, as the tunnel's is (`tunnel::tun`): one read takes a
+//! whole GSO packet (up to 64 KiB of TCP or UDP segments) and hands the pipeline its
+//! MTU-sized segments — the packets a device without offload gives one by one, so queues,
+//! opportunities and logs see exactly the same packets — and the packets due at one instant
+//! leave in GRO-merged batches. The clock is read once per wake-up for arrivals and once per
+//! written batch for departures.
+//!
 //! ```text
 //!  outer netns                                   inner netns (the emulated side)
 //!  emu0 100.64.0.1 ◄── downlink ferry ── uplink ferry ──► ingress 100.64.0.2, default route
@@ -18,6 +25,8 @@ use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use netns::NetNs;
+
+use tunnel::tun::{TunReader, TunWriter};
 
 use crate::linklog::LinkLogWriter;
 use crate::mm::{EmulatedPath, LinkDirection, LinkShell};
@@ -155,8 +164,8 @@ fn io_error(what: &str) -> impl FnOnce(std::io::Error) -> RuntimeError {
 }
 
 /// The emulator's two TUN devices: `devices.outer_dev` in `outer` (this namespace if `None`)
-/// and `devices.inner_dev` in `inner`, each peered with the other's address, up, non-blocking;
-/// `inner`'s default route through its device.
+/// and `devices.inner_dev` in `inner`, each peered with the other's address, up, non-blocking,
+/// with offload (TSO/USO in, GRO out); `inner`'s default route through its device.
 fn tun_devices(
     outer: Option<&NetNs>,
     inner: &NetNs,
@@ -168,6 +177,7 @@ fn tun_devices(
                 .name(name)
                 .mtu(1500)
                 .ipv4(addr, 32u8, Some(peer))
+                .offload(true)
                 .build_sync()
         };
         let where_ = ns.map_or("this namespace", NetNs::name);
@@ -307,6 +317,11 @@ impl RunningEmulator {
                     logs,
                     events: Vec::new(),
                     errors: errors.clone(),
+                    reader: TunReader::new(PACKET_BUF),
+                    writer: TunWriter::new(),
+                    due: Vec::new(),
+                    pool: Vec::new(),
+                    write_errors: 0,
                 },
             ));
         }
@@ -360,8 +375,9 @@ impl Drop for RunningEmulator {
     }
 }
 
-/// Packets read per wake-up before the pipeline is advanced (bounded work per loop).
-const BATCH: usize = 256;
+/// Reads per wake-up before the pipeline is advanced (bounded work per loop); each read is one
+/// packet, or one GSO packet split into its segments.
+const READS_PER_WAKE: usize = 64;
 /// Longest sleep, so that `stop` is noticed promptly.
 const MAX_SLEEP_NS: u64 = 20_000_000;
 /// Receive buffer per packet: a full MTU and then some.
@@ -378,6 +394,15 @@ struct Ferry {
     logs: Vec<(usize, Option<LinkLogWriter>)>,
     events: Vec<LinkEvent>,
     errors: Arc<Mutex<Vec<String>>>,
+    reader: TunReader,
+    /// Departures on their way to `to`, written in GRO-merged batches.
+    writer: TunWriter,
+    /// The scheduled departure times (ns) of the packets in `writer`, for their lateness.
+    due: Vec<u64>,
+    /// Buffers of departed packets, reused for arrivals.
+    pool: Vec<Packet>,
+    /// Batches the outgoing device refused (their packets are lost, as a full device's).
+    write_errors: u64,
 }
 
 impl Ferry {
@@ -391,7 +416,6 @@ impl Ferry {
         unsafe {
             libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64);
         }
-        let mut pool: Vec<Packet> = Vec::new();
         let mut pfd = libc::pollfd {
             fd: self.from.as_raw_fd(),
             events: libc::POLLIN,
@@ -399,30 +423,9 @@ impl Ferry {
         };
         while !self.stop.load(Ordering::Relaxed) {
             let now = self.now();
-            for _ in 0..BATCH {
-                let mut pkt = pool.pop().unwrap_or_default();
-                pkt.resize(PACKET_BUF, 0);
-                match self.from.recv(&mut pkt) {
-                    Ok(n) => {
-                        pkt.truncate(n);
-                        self.pipeline.push(now, pkt);
-                        self.stats.arrived.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(_) => {
-                        pool.push(pkt);
-                        break;
-                    }
-                }
-            }
+            self.read_arrivals(now);
             self.pipeline.advance(now);
-            while let Some((t, pkt)) = self.pipeline.pop() {
-                let _ = self.to.send(&pkt);
-                let late_us = self.now().saturating_sub(t) / 1000;
-                self.stats.lateness_us[(late_us as usize).min(LATENESS_BUCKETS - 1)]
-                    .fetch_add(1, Ordering::Relaxed);
-                self.stats.departed.fetch_add(1, Ordering::Relaxed);
-                pool.push(pkt);
-            }
+            self.send_departures();
             self.write_logs();
             self.stats
                 .held
@@ -460,7 +463,66 @@ impl Ferry {
                 failed.push(format!("mm-link log: {e}"));
             }
         }
+        if self.write_errors > 0 {
+            failed.push(format!(
+                "the outgoing TUN device refused {} batches of departing packets (lost)",
+                self.write_errors
+            ));
+        }
         failed.into_iter().for_each(|m| self.report(m));
+    }
+
+    /// Moves what the incoming device holds (at most [`READS_PER_WAKE`] reads) into the
+    /// pipeline, every segment arriving at `now`.
+    fn read_arrivals(&mut self, now: u64) {
+        for _ in 0..READS_PER_WAKE {
+            // Empty, or a packet tun-rs could not split (lost): wait for the next.
+            let Ok(n) = self.reader.read(&self.from) else {
+                break;
+            };
+            for i in 0..n {
+                let spare = self.pool.pop().unwrap_or_default();
+                self.pipeline.push(now, self.reader.take(i, spare));
+            }
+            self.stats.arrived.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes every packet the pipeline has released, in order, in GRO-merged batches, and
+    /// records how late each was handed to the device.
+    fn send_departures(&mut self) {
+        while let Some((t, pkt)) = self.pipeline.pop() {
+            self.due.push(t);
+            if self.writer.push(&pkt, &self.to).is_err() {
+                self.write_errors += 1;
+            }
+            self.pool.push(pkt);
+            if self.writer.held() == 0 {
+                self.account_sent();
+            }
+        }
+        if self.writer.flush(&self.to).is_err() {
+            self.write_errors += 1;
+        }
+        self.account_sent();
+    }
+
+    /// Counts the packets of the batch just written as departed, each as late as the time
+    /// now (one clock read) minus its scheduled departure.
+    fn account_sent(&mut self) {
+        if self.due.is_empty() {
+            return;
+        }
+        let sent = self.now();
+        for &t in &self.due {
+            let late_us = sent.saturating_sub(t) / 1000;
+            self.stats.lateness_us[(late_us as usize).min(LATENESS_BUCKETS - 1)]
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        self.stats
+            .departed
+            .fetch_add(self.due.len() as u64, Ordering::Relaxed);
+        self.due.clear();
     }
 
     /// Moves the logged links' new events into their files; a file that fails is reported

@@ -19,6 +19,7 @@ use crate::ecn::Codepoint;
 use crate::endpoint::{Counters, Endpoint, State};
 use crate::log::{Direction, Header, Kind, LogFormat, LogWriter, Role};
 use crate::ring::LogRing;
+use crate::tun::{TunWriter, MAX_GSO_SEGMENTS};
 use crate::udp;
 use crate::wire;
 
@@ -266,7 +267,7 @@ pub fn start(
         outer_ecn: [0; SEGMENTS],
         tun_read: vec![0; tun_rs::VIRTIO_NET_HDR_LEN + 65_535],
         rx_buf: vec![0; RX_LEN],
-        tun_batch: TunBatch::new(),
+        tun_batch: TunWriter::new(),
         gso: true,
     };
     let thread = std::thread::Builder::new()
@@ -431,12 +432,8 @@ fn set_buffer(socket: &UdpSocket, opt: i32, bytes: i32) {
     }
 }
 
-/// Most segments one TUN read can yield (a 64 KiB GSO packet of ≥ 512-byte segments).
-const MAX_GSO_SEGMENTS: usize = 128;
 /// Egress slots: packets read from the TUN device before they are sent.
 const SEGMENTS: usize = 4 * MAX_GSO_SEGMENTS;
-/// Datagrams written to the TUN device per batch (coalesced by GRO where possible).
-const TUN_BATCH: usize = tun_rs::IDEAL_BATCH_SIZE;
 /// Reads per readiness event on either file descriptor before polling again.
 const READS_PER_WAKE: usize = 64;
 /// Largest UDP read: a coalesced batch of datagrams (UDP_GRO) or one datagram.
@@ -466,7 +463,7 @@ struct Relay {
     /// Received datagrams (possibly several, coalesced by UDP_GRO).
     rx_buf: Vec<u8>,
     /// Inner packets waiting to be written to the TUN device.
-    tun_batch: TunBatch,
+    tun_batch: TunWriter,
     /// False once a segmented send failed (e.g. a device without checksum offload): datagrams
     /// then go one by one.
     gso: bool,
@@ -622,12 +619,20 @@ impl Relay {
                     if let (Some(c), Some(uid)) = (&mut self.ingress_capture, uid) {
                         c.packet(now, packet, uid);
                     }
-                    self.tun_batch.push(packet, &self.tun, &self.control);
+                    if self.tun_batch.push(packet, &self.tun).is_err() {
+                        self.control
+                            .tun_write_errors
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
             self.send_control();
         }
-        self.tun_batch.flush(&self.tun, &self.control);
+        if self.tun_batch.flush(&self.tun).is_err() {
+            self.control
+                .tun_write_errors
+                .fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// TUN → UDP: reads what the TUN device has (a GSO packet is split into its segments, each
@@ -745,59 +750,6 @@ impl Relay {
             if let Some(ring) = ring {
                 ring.push(r);
             }
-        }
-    }
-}
-
-/// Inner packets on their way to the TUN device, written [`TUN_BATCH`] at a time so that
-/// tun-rs's GRO can coalesce them.
-struct TunBatch {
-    /// One buffer per packet: `VIRTIO_NET_HDR_LEN` bytes of headroom, then the packet.
-    out: Vec<Vec<u8>>,
-    len: usize,
-    gro: tun_rs::GROTable,
-}
-
-impl TunBatch {
-    fn new() -> TunBatch {
-        TunBatch {
-            // GRO only coalesces into a buffer whose capacity holds the whole merged packet
-            // (tun-rs: 2 × header + up to 64 KiB).
-            out: (0..TUN_BATCH)
-                .map(|_| Vec::with_capacity(2 * tun_rs::VIRTIO_NET_HDR_LEN + 65_535))
-                .collect(),
-            len: 0,
-            gro: tun_rs::GROTable::default(),
-        }
-    }
-
-    /// Adds `packet`; writes the batch once it is full.
-    fn push(&mut self, packet: &[u8], tun: &tun_rs::SyncDevice, control: &Control) {
-        let out = &mut self.out[self.len];
-        out.clear();
-        out.resize(tun_rs::VIRTIO_NET_HDR_LEN, 0);
-        out.extend_from_slice(packet);
-        self.len += 1;
-        if self.len == TUN_BATCH {
-            self.flush(tun, control);
-        }
-    }
-
-    /// Writes the packets held to the TUN device (GRO coalesces what it can); a refused
-    /// batch is counted in `control`.
-    fn flush(&mut self, tun: &tun_rs::SyncDevice, control: &Control) {
-        if self.len > 0 {
-            if tun
-                .send_multiple(
-                    &mut self.gro,
-                    &mut self.out[..self.len],
-                    tun_rs::VIRTIO_NET_HDR_LEN,
-                )
-                .is_err()
-            {
-                control.tun_write_errors.fetch_add(1, Ordering::Relaxed);
-            }
-            self.len = 0;
         }
     }
 }

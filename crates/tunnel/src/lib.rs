@@ -37,5 +37,7 @@ pub mod log;
 #[cfg(feature = "cli")]
 pub mod messages;
 pub mod ring;
+#[cfg(feature = "io")]
+pub mod tun;
 pub mod udp;
 pub mod wire;
