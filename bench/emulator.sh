@@ -14,7 +14,8 @@
 #    way, TCP_REPS runs of SECS × 2 s (issue 53: ≥ 5 Gbit/s).
 #
 # Side by side with another build: BASELINE=DIR, a directory holding that build's `emubench`
-# and `pantheon` (and `pantheon-tunnel`); each measurement then alternates between the two.
+# (from target/release/examples), `pantheon` and `pantheon-tunnel`; each measurement then
+# alternates between the two.
 # Namespaces are named emb-<pid>-*; the bench removes them on every exit path.
 set -euo pipefail
 SECS=${1:-5}
@@ -41,7 +42,9 @@ trap 'cleanup; rm -rf "$OUT"' EXIT INT TERM
 step() {
   for build in "${BUILDS[@]}"; do
     echo "[${build%%:*}]"
-    "${build#*:}/emubench" "$@" &
+    bin="${build#*:}/emubench"
+    [ -x "$bin" ] || bin="${build#*:}/examples/emubench"
+    "$bin" "$@" &
     CHILD=$!
     wait "$CHILD"
     cleanup
