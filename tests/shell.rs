@@ -250,6 +250,33 @@ fn tcp_through_a_500_mbps_link_enters_it_as_mtu_sized_packets_at_its_rate() {
     );
 }
 
+/// Many paths at once (issue 53's density, small): four shells, each its own namespace pair
+/// and a 16 Mbit/s link behind mm-delay 20 with a TCP flow, all running together, each get
+/// their link's rate.
+#[test]
+fn four_paths_at_once_each_get_their_rate() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let boxes: Vec<Sandbox> = (0..4).map(|i| Sandbox::new(&format!("many{i}"))).collect();
+    // 4 opportunities every 3 ms: 16 Mbit/s.
+    let rates: Vec<f64> = std::thread::scope(|scope| {
+        let runs: Vec<_> = boxes
+            .iter()
+            .map(|sb| {
+                scope.spawn(move || {
+                    let trace = sb.file("16mbps.trace", "1\n1\n2\n3\n");
+                    let args = ["mm-delay", "20", "mm-link", &trace, &trace];
+                    iperf3_goodput(sb, &args, "5303", "4")
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    // 16 × 1448/1500 = 15.45 Mbit/s at most; slow start over 40 ms of RTT costs a little.
+    for mbps in &rates {
+        assert!((14.0..=15.5).contains(mbps), "{rates:?} Mbit/s");
+    }
+}
+
 #[test]
 fn once_ends_the_shell_when_the_trace_is_used_up() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -12,6 +12,9 @@
 //!                              departure in the ideal schedule (the same model run offline on
 //!                              the send times)
 //! emubench tcp RATE [SECS] [REPS]  iperf3 TCP cubic through a constant RATE Mbit/s link
+//! emubench density [N,N,…] [SECS]   for each N, N paths of 16 Mbit/s + mm-delay 20 at once,
+//!                              one iperf3 TCP flow each: how many deliver within 1 % of one
+//!                              path alone with p95 lateness within 1 ms of its
 //! ```
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -21,8 +24,9 @@ use std::time::{Duration, Instant};
 use netns::NetNs;
 use pantheon_emucal::emulator::Emulator;
 use pantheon_emucal::mm::{EmulatedPath, LinkDirection};
-use pantheon_emucal::runtime::{RunningEmulator, OUTER_ADDR};
+use pantheon_emucal::runtime::{DirectionStats, RunningEmulator, OUTER_ADDR};
 use pantheon_emucal::trace::Trace;
+use std::sync::atomic::Ordering;
 
 const PAYLOAD: usize = 1472; // + 28 bytes of IP/UDP = one 1500-byte packet per opportunity
 const PORT: u16 = 9311;
@@ -246,64 +250,151 @@ fn delay(secs: f64) {
     }
 }
 
+/// `iperf3 -s -1 -p PORT` in `s`'s outer namespace.
+fn iperf3_server(s: &Setup, port: u16) -> std::process::Child {
+    Command::new("ip")
+        .args(["netns", "exec", s.outer.name(), "iperf3", "-s", "-1", "-p"])
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// `iperf3 -c` (TCP cubic, `secs` long, JSON) from `s`'s inner namespace to the server on
+/// `port`, started.
+fn iperf3_client(s: &Setup, port: u16, secs: u32) -> std::process::Child {
+    Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            s.inner.name(),
+            "iperf3",
+            "-c",
+            "100.64.0.1",
+            "-p",
+        ])
+        .arg(port.to_string())
+        .args(["-C", "cubic", "-J", "-t", &secs.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// (goodput Mbit/s at the receiver, retransmits) of a finished `iperf3_client`.
+fn iperf3_result(client: std::process::Child) -> (f64, u64) {
+    let out = client.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let mbps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e6;
+    (
+        mbps,
+        v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
+    )
+}
+
 fn tcp(rate_mbps: f64, secs: u32, reps: u32) {
     println!("TCP cubic through a {rate_mbps} Mbit/s trace link (iperf3, {secs} s × {reps})");
     let mut results = Vec::new();
     for rep in 0..reps {
         let s = setup(&format!("t{rep}"), rate_mbps, "");
         let emu = RunningEmulator::start(&s.path, &s.outer, &s.inner, 1).unwrap();
-        let mut server = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                s.outer.name(),
-                "iperf3",
-                "-s",
-                "-1",
-                "-p",
-                "9312",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut server = iperf3_server(&s, 9312);
         std::thread::sleep(Duration::from_millis(300));
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                s.inner.name(),
-                "iperf3",
-                "-c",
-                "100.64.0.1",
-                "-p",
-                "9312",
-            ])
-            .args(["-C", "cubic", "-J", "-t", &secs.to_string()])
-            .output()
-            .unwrap();
+        let (mbps, retr) = iperf3_result(iperf3_client(&s, 9312, secs));
         let _ = server.kill();
         let _ = server.wait();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let mbps = v["end"]["sum_received"]["bits_per_second"]
-            .as_f64()
-            .unwrap_or(0.0)
-            / 1e6;
-        let retr = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+        let dropped = |d: &DirectionStats| d.dropped.load(Ordering::Relaxed);
         println!(
             "  rep {}: {mbps:.0} Mbit/s, {retr} retransmits; emulator dropped {} up / {} down",
             rep + 1,
-            emu.uplink
-                .dropped
-                .load(std::sync::atomic::Ordering::Relaxed),
-            emu.downlink
-                .dropped
-                .load(std::sync::atomic::Ordering::Relaxed)
+            dropped(&emu.uplink),
+            dropped(&emu.downlink)
         );
         results.push(mbps);
     }
     results.sort_by(f64::total_cmp);
     println!("  median {:.0} Mbit/s", results[results.len() / 2]);
+}
+
+/// What one path of the density benchmark gave: goodput (Mbit/s) and the p95 of how late the
+/// emulator wrote its packets (µs, the worse of the two directions) — the delay it added beyond
+/// the link model's.
+struct PathResult {
+    mbps: f64,
+    late_p95_us: u64,
+}
+
+/// `n` emulated paths of `rate_mbps` / `mm-delay delay_ms` at once, each with one iperf3 TCP
+/// cubic flow for `secs`.
+fn paths_at_once(n: usize, rate_mbps: f64, delay_ms: u32, secs: u32) -> Vec<PathResult> {
+    let prepend = format!("mm-delay {delay_ms}");
+    let setups: Vec<Setup> = (0..n)
+        .map(|i| setup(&format!("d{i}"), rate_mbps, &prepend))
+        .collect();
+    let emus: Vec<RunningEmulator> = setups
+        .iter()
+        .map(|s| RunningEmulator::start(&s.path, &s.outer, &s.inner, 1).unwrap())
+        .collect();
+    let mut servers: Vec<_> = setups.iter().map(|s| iperf3_server(s, 9313)).collect();
+    std::thread::sleep(Duration::from_millis(300 + 20 * n as u64));
+    let clients: Vec<_> = setups
+        .iter()
+        .map(|s| iperf3_client(s, 9313, secs))
+        .collect();
+    let results = clients
+        .into_iter()
+        .zip(&emus)
+        .map(|(c, emu)| {
+            let (mbps, _) = iperf3_result(c);
+            let late = |d: &DirectionStats| d.lateness_quantile_us(0.95).unwrap_or(0);
+            PathResult {
+                mbps,
+                late_p95_us: late(&emu.uplink).max(late(&emu.downlink)),
+            }
+        })
+        .collect();
+    for server in &mut servers {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    results
+}
+
+/// Issue 53's density benchmark: for each N, N paths of 16 Mbit/s and mm-delay 20 at once,
+/// each with a TCP flow; a path is faithful when its goodput is within 1 % of one path alone
+/// and its p95 lateness within 1 ms of one path alone's.
+fn density(counts: &[usize], secs: u32) {
+    println!(
+        "density: N paths of 16 Mbit/s + mm-delay 20 at once, one iperf3 TCP cubic flow each, \
+         {secs} s (faithful: goodput within 1 % and p95 lateness within 1 ms of one path alone)"
+    );
+    let alone = &paths_at_once(1, 16.0, 20, secs)[0];
+    println!(
+        "  one path alone: {:.2} Mbit/s, p95 lateness {} µs",
+        alone.mbps, alone.late_p95_us
+    );
+    println!("      N  faithful  min Mbit/s  median Mbit/s  worst p95 lateness µs");
+    for &n in counts {
+        let mut r = paths_at_once(n, 16.0, 20, secs);
+        let faithful = r
+            .iter()
+            .filter(|p| {
+                (p.mbps - alone.mbps).abs() <= 0.01 * alone.mbps
+                    && p.late_p95_us <= alone.late_p95_us + 1000
+            })
+            .count();
+        r.sort_by(|a, b| a.mbps.total_cmp(&b.mbps));
+        let worst = r.iter().map(|p| p.late_p95_us).max().unwrap_or(0);
+        println!(
+            "  {n:>5}  {faithful:>4}/{n:<4}  {:>10.2}  {:>13.2}  {worst:>21}",
+            r[0].mbps,
+            r[n / 2].mbps
+        );
+    }
 }
 
 fn main() {
@@ -313,8 +404,20 @@ fn main() {
         Some("rate") => rate(num(1, 5.0)),
         Some("delay") => delay(num(1, 5.0)),
         Some("tcp") => tcp(num(1, 2000.0), num(2, 10.0) as u32, num(3, 3.0) as u32),
+        Some("density") => {
+            let counts: Vec<usize> = args
+                .get(1)
+                .map_or("1,8,16,32,64", String::as_str)
+                .split(',')
+                .filter_map(|n| n.parse().ok())
+                .collect();
+            density(&counts, num(2, 10.0) as u32)
+        }
         _ => {
-            eprintln!("usage: emubench rate [SECS] | delay [SECS] | tcp RATE [SECS] [REPS]");
+            eprintln!(
+                "usage: emubench rate [SECS] | delay [SECS] | tcp RATE [SECS] [REPS] \
+                 | density [N,N,…] [SECS]"
+            );
             std::process::exit(2);
         }
     }
