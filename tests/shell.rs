@@ -217,12 +217,12 @@ fn tcp_over_a_12_mbps_trace_gets_the_link_rate() {
 fn tcp_through_a_500_mbps_link_enters_it_as_mtu_sized_packets_at_its_rate() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let sb = Sandbox::new("gso");
-    // 125 opportunities every 3 ms: 500 Mbit/s.
-    let lines: Vec<&str> = [("1\n", 42), ("2\n", 42), ("3\n", 41)]
-        .iter()
-        .flat_map(|&(l, n)| std::iter::repeat_n(l, n))
-        .collect();
-    let trace = sb.file("500mbps.trace", &lines.concat());
+    let trace = sb.dir.join("500mbps.trace").display().to_string();
+    let made = Command::new(env!("CARGO_BIN_EXE_pantheon"))
+        .args(["trace", "constant", "500", "-o", &trace])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
     let log = sb.dir.join("up.log").display().to_string();
     let log_arg = format!("--uplink-log={log}");
     let mbps = iperf3_goodput(&sb, &["mm-link", &trace, &trace, &log_arg], "5302", "3");

@@ -19,7 +19,7 @@ use crate::ecn::Codepoint;
 use crate::endpoint::{Counters, Endpoint, State};
 use crate::log::{Direction, Header, Kind, LogFormat, LogWriter, Role};
 use crate::ring::LogRing;
-use crate::tun::{TunWriter, MAX_GSO_SEGMENTS};
+use crate::tun::{TunWriter, MAX_GSO_SEGMENTS, RAW_READ};
 use crate::udp;
 use crate::wire;
 
@@ -265,7 +265,7 @@ pub fn start(
         sizes: [0; SEGMENTS],
         datagram_lens: [0; SEGMENTS],
         outer_ecn: [0; SEGMENTS],
-        tun_read: vec![0; tun_rs::VIRTIO_NET_HDR_LEN + 65_535],
+        tun_read: vec![0; RAW_READ],
         rx_buf: vec![0; RX_LEN],
         tun_batch: TunWriter::new(),
         gso: true,

@@ -21,7 +21,7 @@ pub const MAX_GSO_SEGMENTS: usize = 128;
 /// Packets written to the TUN device per batch (coalesced by GRO where possible).
 pub const TUN_BATCH: usize = tun_rs::IDEAL_BATCH_SIZE;
 /// One raw read: the virtio-net header and a GSO packet of up to 64 KiB.
-const RAW_READ: usize = tun_rs::VIRTIO_NET_HDR_LEN + 65_535;
+pub const RAW_READ: usize = tun_rs::VIRTIO_NET_HDR_LEN + 65_535;
 
 /// Reads a TUN device opened with offload, one GSO packet (or one plain packet) per
 /// [`TunReader::read`], as its segments.
